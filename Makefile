@@ -1,0 +1,46 @@
+# Two commands matter: `make run` and `make test`. Everything else is a helper.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_TEST := $(VENV)/.installed-test
+NODE_STAMP := node_modules/.installed
+
+.PHONY: run test install install-test lint format bench clean-data
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP_RUN): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml $(STAMP_RUN)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+$(NODE_STAMP): package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(STAMP_RUN) $(NODE_STAMP)
+
+install-test: $(STAMP_TEST) $(NODE_STAMP)
+
+run: install
+	$(PY) -m memorysaas.run
+
+test: install-test
+	$(PY) -m ruff check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install-test
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: install-test
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+clean-data:
+	rm -rf .data

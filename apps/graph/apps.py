@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class GraphConfig(AppConfig):
+    name = "apps.graph"
+    label = "graph"
+    default_auto_field = "django.db.models.BigAutoField"

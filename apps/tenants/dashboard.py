@@ -1,0 +1,66 @@
+"""Decorators for dashboard views: resolve the org and project from the URL, inside the viewer's
+scope, once. An outsider gets 404 (the same page as for a missing object); a member whose role
+is too low gets 403."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from apps.tenants.models import Organization, Project
+from apps.tenants.principal import Principal
+
+
+def _principal(request) -> Principal:
+    principal = getattr(request, "principal", None)
+    if principal is None:
+        principal = Principal.for_user(request.user)
+        request.principal = principal
+    return principal
+
+
+def org_page(permission: str | None = None):
+    def decorate(view):
+        @login_required
+        @wraps(view)
+        def wrapper(request, org_slug: str, *args, **kwargs):
+            principal = _principal(request)
+            org = Organization.objects.visible_to(principal).filter(slug=org_slug).first()
+            if org is None:
+                raise Http404("No such organization.")
+            if permission is not None and not principal.has(org.id, permission):
+                raise PermissionDenied
+            request.current_org = org
+            return view(request, org, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def project_page(permission: str | None = None):
+    def decorate(view):
+        @login_required
+        @wraps(view)
+        def wrapper(request, org_slug: str, project_slug: str, *args, **kwargs):
+            principal = _principal(request)
+            project = (
+                Project.objects.visible_to(principal)
+                .select_related("organization", "team")
+                .filter(organization__slug=org_slug, slug=project_slug)
+                .first()
+            )
+            if project is None:
+                raise Http404("No such project.")
+            if permission is not None and not principal.has(project.organization_id, permission):
+                raise PermissionDenied
+            request.current_org = project.organization
+            request.current_project = project
+            return view(request, project, *args, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,389 @@
+"""Organizations, teams, projects, people, keys and devices — the tenancy every other app hangs on.
+
+Every tenant-owned row carries its organization. Reads start from the scoped querysets below
+(`for_org`, `for_project`, `visible_to`), so "does not exist" and "not yours" are the same 404.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import string
+import uuid
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
+from django.contrib.auth.models import PermissionsMixin
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.tenants.roles import API_KEY_SCOPES, Role
+
+if TYPE_CHECKING:
+    from apps.tenants.principal import Principal
+
+
+class UserManager(BaseUserManager["User"]):
+    use_in_migrations = True
+
+    def create_user(self, email: str, password: str | None = None, **extra) -> User:
+        if not email:
+            raise ValueError("An email address is required.")
+        user = self.model(email=self.normalize_email(email).lower(), **extra)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_superuser(self, email: str, password: str | None = None, **extra) -> User:
+        extra.update(is_staff=True, is_superuser=True)
+        return self.create_user(email, password, **extra)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    email = models.EmailField(unique=True)
+    name = models.CharField(max_length=150, blank=True)
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False)
+    date_joined = models.DateTimeField(default=timezone.now)
+    # Account deletion: set when requested; the hard delete runs after the grace period.
+    deletion_requested_at = models.DateTimeField(null=True, blank=True)
+
+    objects = UserManager()
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    def __str__(self) -> str:
+        return self.email
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.email.split("@")[0]
+
+
+class TenantQuerySet(models.QuerySet):
+    """Base for every tenant-owned model. Subclasses say how `visible_to` narrows them."""
+
+    organization_field = "organization"
+
+    def for_org(self, organization) -> TenantQuerySet:
+        return self.filter(**{self.organization_field: organization})
+
+    def visible_to(self, principal: Principal) -> TenantQuerySet:
+        return self.filter(**{f"{self.organization_field}__in": principal.org_ids})
+
+
+class ProjectScopedQuerySet(TenantQuerySet):
+    """For models that belong to a project: visible when the project is."""
+
+    project_field = "project"
+
+    def for_project(self, project) -> ProjectScopedQuerySet:
+        return self.filter(**{self.project_field: project})
+
+    def visible_to(self, principal: Principal) -> ProjectScopedQuerySet:
+        visible_projects = Project.objects.visible_to(principal).values("id")
+        return self.filter(**{f"{self.project_field}__in": visible_projects})
+
+
+class OrganizationQuerySet(models.QuerySet):
+    def visible_to(self, principal: Principal) -> OrganizationQuerySet:
+        return self.filter(id__in=principal.org_ids)
+
+
+class Organization(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60, unique=True)
+    is_personal = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    deletion_requested_at = models.DateTimeField(null=True, blank=True)
+
+    objects = OrganizationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(
+        max_length=16, choices=[(r.value, r.value.title()) for r in Role], default=Role.MEMBER
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "user"], name="one_membership_per_org")
+        ]
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization} as {self.role}"
+
+
+class Team(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="teams")
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "slug"], name="team_slug_unique_in_org")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TeamMembership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="team_memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="team_memberships"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="one_team_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in team {self.team_id}"
+
+
+class ProjectQuerySet(TenantQuerySet):
+    def for_project(self, project) -> ProjectQuerySet:
+        return self.filter(id=getattr(project, "id", project))
+
+    def visible_to(self, principal: Principal) -> ProjectQuerySet:
+        """A key sees its org's projects (or its one project); a person sees the org's projects
+        that belong to no team or to one of their teams — admins and owners see them all."""
+        if principal.api_key is not None:
+            qs = self.filter(organization_id=principal.api_key.organization_id)
+            if principal.project_limit is not None:
+                qs = qs.filter(id=principal.project_limit)
+            return qs
+        if not principal.roles:
+            return self.none()
+        wide_orgs = [org for org in principal.roles if principal.sees_all_projects_of(org)]
+        return self.filter(organization_id__in=list(principal.roles)).filter(
+            Q(organization_id__in=wide_orgs) | Q(team__isnull=True) | Q(team_id__in=list(principal.team_ids))
+        )
+
+
+class Methodology(models.TextChoices):
+    NATIVE = "native", "Native"
+    BMAD = "bmad", "BMAD"
+    TDD = "tdd", "TDD"
+
+
+class Project(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="projects")
+    team = models.ForeignKey(Team, on_delete=models.SET_NULL, null=True, blank=True, related_name="projects")
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60)
+    description = models.TextField(blank=True)
+    methodology = models.CharField(max_length=16, choices=Methodology.choices, default=Methodology.NATIVE)
+    repository_url = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    # Monotonic counter for live-update messages so clients can detect gaps.
+    event_seq = models.BigIntegerField(default=0)
+
+    objects = ProjectQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "slug"], name="project_slug_unique_in_org")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.organization.slug}/{self.slug}"
+
+
+class InvitationQuerySet(TenantQuerySet):
+    def pending(self) -> InvitationQuerySet:
+        return self.filter(accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now())
+
+
+class Invitation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(
+        max_length=16, choices=[(r.value, r.value.title()) for r in Role], default=Role.MEMBER
+    )
+    # Only a hash of the emailed token is kept: a leaked table accepts no invitation.
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = InvitationQuerySet.as_manager()
+
+    INVITATION_TTL = timedelta(days=7)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.email} → {self.organization_id} as {self.role}"
+
+    @staticmethod
+    def hash_token(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    @property
+    def is_pending(self) -> bool:
+        return self.accepted_at is None and self.revoked_at is None and self.expires_at > timezone.now()
+
+
+_KEY_ALPHABET = string.ascii_letters + string.digits
+_PREFIX_ALPHABET = string.ascii_lowercase + string.digits
+KEY_PREFIX_LENGTH = 8
+KEY_SECRET_LENGTH = 40
+
+
+def hash_api_secret(secret: str) -> str:
+    return hmac.new(settings.API_KEY_HMAC_KEY.encode(), secret.encode(), hashlib.sha256).hexdigest()
+
+
+class ApiKeyQuerySet(TenantQuerySet):
+    def active(self) -> ApiKeyQuerySet:
+        return self.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+        )
+
+    def visible_to(self, principal: Principal) -> ApiKeyQuerySet:
+        qs = super().visible_to(principal)
+        if principal.project_limit is not None:
+            qs = qs.filter(project_id=principal.project_limit)
+        return qs
+
+
+class ApiKey(models.Model):
+    """`msk_<prefix>_<secret>`: the prefix finds the row, a keyed hash of the secret proves it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_keys")
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, null=True, blank=True, related_name="api_keys"
+    )
+    name = models.CharField(max_length=120)
+    prefix = models.CharField(max_length=KEY_PREFIX_LENGTH, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    last_four = models.CharField(max_length=4)
+    scopes = ArrayField(
+        models.CharField(max_length=32, choices=[(s, s) for s in API_KEY_SCOPES]), default=list
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="api_keys"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"msk_{self.prefix}_…{self.last_four}"
+
+    @classmethod
+    def generate(cls) -> tuple[str, str, str]:
+        """Returns (full key, prefix, secret). The full key is shown once and never stored."""
+        prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(KEY_PREFIX_LENGTH))
+        secret = "".join(secrets.choice(_KEY_ALPHABET) for _ in range(KEY_SECRET_LENGTH))
+        return f"msk_{prefix}_{secret}", prefix, secret
+
+    def matches(self, secret: str) -> bool:
+        return hmac.compare_digest(self.secret_hash, hash_api_secret(secret))
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+    @property
+    def display(self) -> str:
+        return str(self)
+
+    @property
+    def acting_user(self) -> User | None:
+        device = getattr(self, "device", None)
+        return device.user if device is not None else self.created_by
+
+
+class Device(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="devices")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="devices")
+    name = models.CharField(max_length=120)
+    platform = models.CharField(max_length=60, blank=True)
+    api_key = models.OneToOneField(ApiKey, on_delete=models.CASCADE, related_name="device")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sync_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AuditLog(models.Model):
+    """Who did what to which object. Metadata is scrubbed of secrets before it is written."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.SET_NULL, null=True, related_name="+")
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    actor_api_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, related_name="+")
+    actor_label = models.CharField(max_length=120)
+    action = models.CharField(max_length=80)
+    target_type = models.CharField(max_length=60, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.action} {self.target_type}:{self.target_id}"

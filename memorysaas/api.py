@@ -1,0 +1,121 @@
+"""The JSON API root (/api/v1): authentication, the error envelope, and every app's router."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404, HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.parser import Parser
+
+from apps.tenants.auth import principal_auth
+from memorysaas.errors import ApiError, envelope_for, error_response
+
+
+class JsonOnlyParser(Parser):
+    """Bodies are JSON: another content type is a 415, unparsable JSON a 400."""
+
+    def parse_body(self, request: HttpRequest):
+        content_type = request.content_type or ""
+        if content_type != "application/json" and not content_type.endswith("+json"):
+            raise ApiError(
+                415,
+                f"Send the body as application/json (got {content_type or 'no content type'}).",
+                details={"expected": "application/json"},
+            )
+        if not request.body:
+            raise ApiError(400, "The request body is empty; send a JSON object.", code="empty_body")
+        try:
+            return json.loads(request.body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"The body is not valid JSON: {exc}", code="malformed_json") from None
+
+
+api = NinjaAPI(
+    title="memorysaas API",
+    version="1",
+    description="Memory for AI coding agents. Authenticate with `Authorization: Bearer msk_…`.",
+    urls_namespace="api",
+    auth=principal_auth,
+    parser=JsonOnlyParser(),
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+def _pydantic_errors(errors: list[dict]) -> list[dict]:
+    clean = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        clean.append({"loc": loc, "msg": error.get("msg", ""), "type": error.get("type", "")})
+    return clean
+
+
+@api.exception_handler(ApiError)
+def on_api_error(request, exc: ApiError):
+    return envelope_for(exc)
+
+
+@api.exception_handler(NinjaValidationError)
+def on_validation_error(request, exc: NinjaValidationError):
+    errors = _pydantic_errors(exc.errors)
+    if any(e["type"] == "json_invalid" for e in errors):
+        return error_response(400, "The body is not valid JSON.", code="malformed_json", details=errors)
+    return error_response(422, "The request is not valid.", details=errors)
+
+
+@api.exception_handler(DjangoValidationError)
+def on_django_validation_error(request, exc: DjangoValidationError):
+    details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+    return error_response(422, "The request is not valid.", details=details)
+
+
+@api.exception_handler(AuthenticationError)
+def on_authentication_error(request, exc: AuthenticationError):
+    return error_response(401, "Authentication required: send 'Authorization: Bearer <api key>' or sign in.")
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request, exc: HttpError):
+    # ninja wraps parser failures in a generic 400; the parser's own error is more precise.
+    if isinstance(exc.__cause__, ApiError):
+        return envelope_for(exc.__cause__)
+    return error_response(exc.status_code, exc.message)
+
+
+@api.exception_handler(Http404)
+def on_not_found(request, exc):
+    return error_response(404, "Not found.")
+
+
+@api.exception_handler(ObjectDoesNotExist)
+def on_does_not_exist(request, exc):
+    return error_response(404, "Not found.")
+
+
+def _register_routers() -> None:
+    from apps.tenants.api import router as tenants_router
+
+    api.add_router("", tenants_router)
+    for module in (
+        "apps.memories.api",
+        "apps.observer.api",
+        "apps.graph.api",
+        "apps.review.api",
+        "apps.sync.api",
+        "apps.insights.api",
+    ):
+        try:
+            router = __import__(module, fromlist=["router"]).router
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        api.add_router("", router)
+
+
+_register_routers()

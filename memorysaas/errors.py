@@ -1,0 +1,60 @@
+"""The error envelope every API error uses: {"error": {"code", "message", "details"}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import JsonResponse
+
+STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    500: "internal_error",
+}
+
+
+class ApiError(Exception):
+    """Raise anywhere below an API view to answer with the envelope and this status."""
+
+    def __init__(self, status: int, message: str, *, code: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code or STATUS_CODES.get(status, "error")
+        self.message = message
+        self.details = details
+
+
+class NotFound(ApiError):
+    def __init__(self, message: str = "Not found.", **kwargs: Any) -> None:
+        super().__init__(404, message, **kwargs)
+
+
+class Forbidden(ApiError):
+    def __init__(self, message: str = "You do not have permission to do this.", **kwargs: Any) -> None:
+        super().__init__(403, message, **kwargs)
+
+
+class Invalid(ApiError):
+    def __init__(self, message: str, *, details: Any = None, code: str = "validation_error") -> None:
+        super().__init__(422, message, code=code, details=details)
+
+
+def error_response(
+    status: int, message: str, *, code: str | None = None, details: Any = None
+) -> JsonResponse:
+    body = {
+        "error": {"code": code or STATUS_CODES.get(status, "error"), "message": message, "details": details}
+    }
+    return JsonResponse(body, status=status)
+
+
+def envelope_for(exc: ApiError) -> JsonResponse:
+    return error_response(exc.status, exc.message, code=exc.code, details=exc.details)

@@ -1,0 +1,108 @@
+"""`make run`: database, migrations, demo credentials, then daphne and a django-q2 cluster.
+
+Ctrl-C (or SIGTERM) stops the web server, the worker and — if this run started it — the
+embedded PostgreSQL. Running it again reuses the data under .data/.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def _manage(*args: str, capture: bool = False) -> str:
+    result = subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=BASE_DIR, check=True, text=True, capture_output=capture
+    )
+    return result.stdout if capture else ""
+
+
+def _embedded_running() -> bool:
+    from memorysaas.embedded_db import PG_DIR
+
+    pid_file = PG_DIR / "postmaster.pid"
+    if not pid_file.exists():
+        return False
+    try:
+        os.kill(int(pid_file.read_text().splitlines()[0]), 0)
+    except (ValueError, ProcessLookupError, PermissionError, IndexError):
+        return False
+    return True
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memorysaas.settings.local")
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    host = os.environ.get("HOST", "127.0.0.1")
+    port = os.environ.get("PORT", "8000")
+    embedded = not os.environ.get("DATABASE_URL")
+    started_db = False
+    if embedded:
+        from memorysaas.embedded_db import embedded_database
+
+        started_db = not _embedded_running()
+        print(
+            "• Starting embedded PostgreSQL 18 + pgvector (.data/pg)…"
+            if started_db
+            else "• Reusing the running embedded PostgreSQL"
+        )
+        embedded_database()
+
+    children: list[subprocess.Popen] = []
+
+    def stop(*_):
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if started_db:
+            from memorysaas.embedded_db import stop_embedded_database
+
+            print("• Stopping embedded PostgreSQL")
+            stop_embedded_database()
+
+    try:
+        print("• Migrating")
+        _manage("migrate", "--noinput", "-v", "0")
+        demo = _manage("bootstrap_demo", capture=True)
+        print("\n─── demo credentials ───────────────────────────────")
+        print(demo.strip())
+        print("────────────────────────────────────────────────────")
+        print(f"Dashboard: http://{host}:{port}/   API: http://{host}:{port}/api/v1/docs\n")
+        # Children get their own session: Ctrl-C reaches only this process, which stops them in order.
+        children.append(
+            subprocess.Popen([PYTHON, "manage.py", "qcluster"], cwd=BASE_DIR, start_new_session=True)
+        )
+        children.append(
+            subprocess.Popen(
+                [PYTHON, "-m", "daphne", "-b", host, "-p", port, "memorysaas.asgi:application"],
+                cwd=BASE_DIR,
+                start_new_session=True,
+            )
+        )
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        print("A server process exited; stopping the others.")
+        return 1
+    except KeyboardInterrupt:
+        print("\n• Stopping")
+        return 0
+    finally:
+        stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""The test suite: real PostgreSQL + pgvector, fast hashing, synchronous side effects."""
+
+import os
+
+os.environ.setdefault("ACCOUNT_EMAIL_VERIFICATION", "mandatory")
+
+from memorysaas.settings.base import *  # noqa: F403
+from memorysaas.settings.base import Q_CLUSTER
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+EMBEDDING_MODE = "sync"
+Q_CLUSTER = {**Q_CLUSTER, "sync": True}
+# Tests that need Redis ask for it explicitly; the default layer stays in-process.
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+MEDIA_ROOT = BASE_DIR / ".data" / "test-media"  # noqa: F405
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT = None  # served from the finders; collectstatic is for production

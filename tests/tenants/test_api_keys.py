@@ -1,0 +1,169 @@
+import random
+import string
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.tenants.models import ApiKey, AuditLog
+from apps.tenants.services import api_key_authenticate
+
+
+def test_it_creates_a_key_shown_once_and_stores_only_a_hash(alice, api_client):
+    response = api_client(alice.key).post(
+        f"orgs/{alice.org.slug}/api-keys", {"name": "ci", "scopes": ["memories:read"]}
+    )
+    assert response.status_code == 201
+    body = response.json()
+    full = body["key"]
+    assert full.startswith(f"msk_{body['prefix']}_") and full.endswith(body["last_four"])
+    stored = ApiKey.objects.get(id=body["id"])
+    assert stored.secret_hash != full.split("_")[2]
+    assert stored.matches(full.split("_")[2])
+    listed = api_client(alice.key).get(f"orgs/{alice.org.slug}/api-keys").json()
+    assert all("key" not in k for k in listed)
+    assert any(k["prefix"] == body["prefix"] and k["last_four"] == body["last_four"] for k in listed)
+
+
+def test_no_plaintext_key_anywhere_in_the_database(alice, bob, charlie):
+    secrets_ = [p.key.split("_")[2] for p in (alice, bob, charlie)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'public' AND data_type IN ('text', 'character varying', 'jsonb', 'ARRAY')"
+        )
+        columns = cursor.fetchall()
+        for table, column in columns:
+            cursor.execute(f'SELECT "{column}"::text FROM "{table}"')
+            for (value,) in cursor.fetchall():
+                if value:
+                    assert not any(secret in value for secret in secrets_), (
+                        f"secret found in {table}.{column}"
+                    )
+
+
+def test_a_revoked_key_is_refused(alice, api_client):
+    alice.api_key.revoked_at = timezone.now()
+    alice.api_key.save()
+    response = api_client(alice.key).get("projects")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_an_expired_key_is_refused(alice, api_client):
+    alice.api_key.expires_at = timezone.now() - timedelta(seconds=1)
+    alice.api_key.save()
+    assert api_client(alice.key).get("projects").status_code == 401
+
+
+def test_a_key_with_a_wrong_secret_is_refused(alice, api_client):
+    prefix = alice.api_key.prefix
+    assert api_client(f"msk_{prefix}_{'A' * 40}").get("projects").status_code == 401
+
+
+def _malformed_keys(n: int, real: str) -> list[str]:
+    rng = random.Random(20261122)
+    alphabet = string.ascii_letters + string.digits + "_-.:/+= \t\x00é"
+    prefix, secret = real.split("_")[1], real.split("_")[2]
+    keys = []
+    for i in range(n):
+        kind = i % 6
+        if kind == 0:
+            keys.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80))))
+        elif kind == 1:  # right shape, random secret
+            keys.append(f"msk_{prefix}_{''.join(rng.choice(string.ascii_letters) for _ in range(40))}")
+        elif kind == 2:  # one character of the real secret changed
+            pos = rng.randrange(40)
+            ch = rng.choice([c for c in string.ascii_letters if c != secret[pos]])
+            keys.append(f"msk_{prefix}_{secret[:pos]}{ch}{secret[pos + 1 :]}")
+        elif kind == 3:  # truncated or extended
+            keys.append(
+                real[: rng.randint(0, len(real) - 1)] if rng.random() < 0.5 else real + rng.choice(alphabet)
+            )
+        elif kind == 4:  # wrong scheme prefix
+            keys.append(rng.choice(["sk_", "MSK_", "msk-", "msk__"]) + real[4:])
+        else:  # real secret under another prefix
+            keys.append(f"msk_{''.join(rng.choice(string.ascii_lowercase) for _ in range(8))}_{secret}")
+    return keys
+
+
+def test_ten_thousand_malformed_keys_are_all_refused(alice):
+    keys = _malformed_keys(10_000, alice.key)
+    assert len(keys) == 10_000
+    accepted = [k for k in keys if k != alice.key and api_key_authenticate(k) is not None]
+    assert accepted == []
+    assert api_key_authenticate(alice.key) is not None
+
+
+@pytest.mark.parametrize("header", ["Token abc", "Bearer", "Basic dXNlcjpwYXNz", "Bearer msk_short_key"])
+def test_a_malformed_authorization_header_is_a_401(header, alice, api_client):
+    response = api_client().get("projects", HTTP_AUTHORIZATION=header)
+    assert response.status_code == 401
+    assert "error" in response.json()
+
+
+def test_last_used_is_recorded_and_throttled(alice, api_client):
+    assert alice.api_key.last_used_at is None
+    api_client(alice.key).get("projects")
+    first = ApiKey.objects.get(pk=alice.api_key.pk).last_used_at
+    assert first is not None
+    api_client(alice.key).get("projects")
+    assert ApiKey.objects.get(pk=alice.api_key.pk).last_used_at == first
+
+
+def test_wrong_scope_is_a_403(alice, api_client):
+    read_only = (
+        api_client(alice.key)
+        .post(f"orgs/{alice.org.slug}/api-keys", {"name": "ro", "scopes": ["memories:read"]})
+        .json()["key"]
+    )
+    response = api_client(read_only).get(f"orgs/{alice.org.slug}/api-keys")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+
+
+def test_a_member_cannot_manage_keys(bob, api_client):
+    assert api_client(bob.key).get(f"orgs/{bob.org.slug}/api-keys").status_code == 403
+
+
+def test_a_key_cannot_mint_a_key_with_more_scopes_than_itself(alice, api_client):
+    admin_only = (
+        api_client(alice.key)
+        .post(f"orgs/{alice.org.slug}/api-keys", {"name": "adm", "scopes": ["admin"]})
+        .json()["key"]
+    )
+    response = api_client(admin_only).post(
+        f"orgs/{alice.org.slug}/api-keys", {"name": "esc", "scopes": ["admin", "memories:write"]}
+    )
+    assert response.status_code == 403
+
+
+def test_revoking_stops_the_key_and_writes_an_audit_row_without_the_secret(alice, api_client):
+    created = (
+        api_client(alice.key)
+        .post(f"orgs/{alice.org.slug}/api-keys", {"name": "tmp", "scopes": ["memories:read"]})
+        .json()
+    )
+    assert api_client(created["key"]).get("projects").status_code == 200
+    revoked = api_client(alice.key).delete(f"orgs/{alice.org.slug}/api-keys/{created['id']}")
+    assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
+    assert api_client(created["key"]).get("projects").status_code == 401
+    actions = list(AuditLog.objects.filter(target_id=created["id"]).values_list("action", flat=True))
+    assert set(actions) == {"api_key.created", "api_key.revoked"}
+    assert all(created["key"].split("_")[2] not in str(a.metadata) for a in AuditLog.objects.all())
+
+
+def test_a_project_limited_key_sees_only_its_project(alice, api_client):
+    other = api_client(alice.key).post("projects", {"name": "Second"}).json()
+    limited = (
+        api_client(alice.key)
+        .post(
+            f"orgs/{alice.org.slug}/api-keys",
+            {"name": "one", "scopes": ["memories:read"], "project_id": str(alice.project.id)},
+        )
+        .json()["key"]
+    )
+    ids = [p["id"] for p in api_client(limited).get("projects").json()]
+    assert ids == [str(alice.project.id)]
+    assert api_client(limited).get(f"projects/{other['id']}").status_code == 404

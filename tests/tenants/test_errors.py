@@ -1,0 +1,89 @@
+"""Every API error is the JSON envelope with the right 4xx status, and nothing is stored."""
+
+import pytest
+from django.test import override_settings
+
+from apps.tenants.models import Project
+
+
+def assert_envelope(response, status: int, code: str | None = None):
+    assert response.status_code == status, response.content
+    assert response["Content-Type"].startswith("application/json")
+    error = response.json()["error"]
+    assert set(error) == {"code", "message", "details"}
+    assert error["message"]
+    if code:
+        assert error["code"] == code
+    return error
+
+
+def test_malformed_json_is_a_400(alice, api_client):
+    before = Project.objects.count()
+    response = api_client(alice.key).post("projects", '{"name": ', content_type="application/json")
+    assert_envelope(response, 400, "malformed_json")
+    assert Project.objects.count() == before
+
+
+def test_unauthenticated_is_a_401(db, api_client):
+    assert_envelope(api_client().get("projects"), 401, "unauthenticated")
+
+
+def test_unknown_api_route_is_a_json_404(alice, api_client):
+    assert_envelope(api_client(alice.key).get("no/such/route"), 404, "not_found")
+    assert_envelope(api_client().get("/api/v2/anything"), 404, "not_found")
+
+
+def test_wrong_method_is_a_405_with_allow(alice, api_client):
+    response = api_client(alice.key).put("projects", {"name": "x"})
+    error = assert_envelope(response, 405, "method_not_allowed")
+    assert "POST" in error["details"]["allowed"]
+
+
+@override_settings(MAX_REQUEST_BYTES=1000)
+def test_an_oversized_body_is_a_413_and_stores_nothing(alice, api_client):
+    before = Project.objects.count()
+    response = api_client(alice.key).post("projects", {"name": "x", "description": "y" * 2000})
+    assert_envelope(response, 413, "payload_too_large")
+    assert Project.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml"]
+)
+def test_a_wrong_content_type_is_a_415(content_type, alice, api_client):
+    before = Project.objects.count()
+    response = api_client(alice.key).post("projects", '{"name": "x"}', content_type=content_type)
+    assert_envelope(response, 415, "unsupported_media_type")
+    assert Project.objects.count() == before
+
+
+def test_unknown_fields_are_a_422(alice, api_client):
+    error = assert_envelope(api_client(alice.key).post("projects", {"name": "x", "colour": "red"}), 422)
+    assert error["details"][0]["loc"][-1] == "colour"
+
+
+def test_ill_typed_fields_are_a_422(alice, api_client):
+    assert_envelope(api_client(alice.key).post("projects", {"name": ["not", "a", "string"]}), 422)
+    assert_envelope(api_client(alice.key).post("projects", {"name": "x", "methodology": "waterfall"}), 422)
+
+
+def test_an_ill_typed_path_parameter_is_a_422(alice, api_client):
+    assert_envelope(api_client(alice.key).get("projects/not-a-uuid"), 422)
+
+
+def test_a_member_without_permission_gets_a_403(bob, api_client):
+    assert_envelope(api_client(bob.key).post("projects", {"name": "Nope"}), 403, "forbidden")
+
+
+def test_health_needs_no_credentials_and_reports_each_part(db, api_client):
+    body = api_client().get("health").json()
+    assert set(body["checks"]) == {"database", "pgvector", "queue", "channel_layer"}
+    assert body["checks"]["database"]["ok"] and body["checks"]["pgvector"]["ok"]
+    assert body["checks"]["channel_layer"]["ok"]
+
+
+def test_the_openapi_schema_and_docs_are_served(db, api_client):
+    schema = api_client().get("openapi.json")
+    assert schema.status_code == 200
+    assert "/api/v1/projects" in schema.json()["paths"]
+    assert api_client().get("docs").status_code == 200
