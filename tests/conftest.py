@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 from allauth.account.models import EmailAddress
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.transaction import Atomic
 from django.test import Client
 
 from apps.tenants import services
@@ -71,6 +74,48 @@ class ApiClient:
 
     def delete(self, path: str, body: Any = None, **extra):
         return self.request("DELETE", path, body, **extra)
+
+
+@pytest.fixture(autouse=True)
+def _commit_hooks_run_like_production(request, monkeypatch):
+    """In a `db` test everything runs inside the test's own transaction, so Django would never
+    fire `transaction.on_commit` hooks (queued tasks, live-update publishes). Here a hook runs
+    when the application's outermost atomic block closes — as it would on commit in production
+    — and at once when registered outside any application block."""
+    if "db" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("db")
+    connection = connections[DEFAULT_DB_ALIAS]
+    baseline = len(connection.atomic_blocks)
+    original_exit = Atomic.__exit__
+    original_on_commit = BaseDatabaseWrapper.on_commit
+
+    def run_pending(conn) -> None:
+        while conn.run_on_commit and len(conn.atomic_blocks) == baseline:
+            _, func, robust = conn.run_on_commit.pop(0)
+            try:
+                func()
+            except Exception:
+                if not robust:
+                    raise
+
+    def exit_(self, exc_type, exc_value, traceback):
+        result = original_exit(self, exc_type, exc_value, traceback)
+        conn = connections[self.using or DEFAULT_DB_ALIAS]
+        if exc_type is None and len(conn.atomic_blocks) == baseline:
+            run_pending(conn)
+        return result
+
+    def on_commit(self, func, robust=False):
+        if self.alias == DEFAULT_DB_ALIAS and self.in_atomic_block and len(self.atomic_blocks) == baseline:
+            func()
+            return
+        original_on_commit(self, func, robust)
+
+    monkeypatch.setattr(Atomic, "__exit__", exit_)
+    monkeypatch.setattr(BaseDatabaseWrapper, "on_commit", on_commit)
+    yield
 
 
 def make_person(*, email: str, org: Organization, project: Project, role: Role) -> Person:

@@ -1,0 +1,140 @@
+"""Dashboard pages for tenancy, and CSRF on every dashboard POST."""
+
+import re
+
+import pytest
+from django.core import mail
+from django.test import Client
+
+from apps.tenants.models import ApiKey, Invitation, Membership
+from apps.tenants.roles import Role
+from tests import isolation
+from tests.isolation import World
+from tests.test_isolation import _fill_route, dashboard_routes
+
+
+def signed_in(person, enforce_csrf=False) -> Client:
+    client = Client(enforce_csrf_checks=enforce_csrf)
+    client.force_login(person.user, backend="django.contrib.auth.backends.ModelBackend")
+    return client
+
+
+def test_anonymous_visitors_are_sent_to_login(db):
+    response = Client().get("/o/acme/members/")
+    assert response.status_code == 302 and "/accounts/login/" in response.url
+
+
+def test_home_lists_projects_and_the_project_page_renders(alice):
+    client = signed_in(alice)
+    home = client.get("/", follow=True)
+    assert home.status_code == 200 and alice.project.name.encode() in home.content
+    page = client.get(f"/o/{alice.org.slug}/p/{alice.project.slug}/")
+    assert page.status_code == 200
+    assert str(alice.project.id).encode() in page.content
+
+
+def test_members_page_shows_the_role_matrix_and_members(alice, bob):
+    page = signed_in(alice).get(f"/o/{alice.org.slug}/members/")
+    assert page.status_code == 200
+    assert bob.user.email.encode() in page.content and b"memories:review" in page.content
+
+
+def test_an_admin_invites_and_the_invitee_accepts(alice, db):
+    client = signed_in(alice)
+    response = client.post(
+        f"/o/{alice.org.slug}/members/invite/", {"email": "dave@acme.test", "role": "steward"}
+    )
+    assert response.status_code == 302
+    link = re.search(r"https?://\S+/invitations/(\S+)/", mail.outbox[-1].body)
+    token = link.group(1)
+    invitation = Invitation.objects.get(email="dave@acme.test")
+    assert invitation.token_hash != token  # only the hash is stored
+    from tests.factories import UserFactory
+
+    dave = UserFactory(email="dave@acme.test")
+    dave_client = Client()
+    dave_client.force_login(dave, backend="django.contrib.auth.backends.ModelBackend")
+    assert dave_client.get(f"/invitations/{token}/").status_code == 200
+    assert dave_client.post(f"/invitations/{token}/").status_code == 302
+    assert Membership.objects.get(user=dave, organization=alice.org).role == Role.STEWARD
+    assert dave_client.get(f"/invitations/{token}/").status_code == 404  # used once
+
+
+def test_an_invitation_for_someone_else_is_refused(alice, charlie):
+    from apps.tenants import services
+
+    _, token = services.invitation_create(
+        organization=alice.org, actor=alice.principal, email="someone@else.test", role="member"
+    )
+    client = signed_in(charlie)
+    client.post(f"/invitations/{token}/")
+    assert not Membership.objects.filter(user=charlie.user, organization=alice.org).exists()
+
+
+def test_a_member_cannot_invite_or_see_keys(bob):
+    client = signed_in(bob)
+    assert (
+        client.post(f"/o/{bob.org.slug}/members/invite/", {"email": "x@y.z", "role": "member"}).status_code
+        == 403
+    )
+    assert client.get(f"/o/{bob.org.slug}/api-keys/").status_code == 403
+
+
+def test_an_admin_cannot_make_owners(person_with_role, bob):
+    admin = person_with_role(Role.ADMIN)
+    membership = Membership.objects.get(user=bob.user)
+    signed_in(admin).post(f"/o/{admin.org.slug}/members/{membership.pk}/role/", {"role": "owner"})
+    membership.refresh_from_db()
+    assert membership.role == Role.MEMBER
+
+
+def test_the_last_owner_cannot_leave(alice):
+    membership = Membership.objects.get(user=alice.user)
+    signed_in(alice).post(f"/o/{alice.org.slug}/members/{membership.pk}/remove/")
+    assert Membership.objects.filter(pk=membership.pk).exists()
+
+
+def test_api_key_page_shows_a_new_key_once_then_only_its_prefix(alice):
+    client = signed_in(alice)
+    created = client.post(
+        f"/o/{alice.org.slug}/api-keys/new/", {"name": "laptop", "scopes": ["memories:read"]}
+    )
+    assert created.status_code == 200
+    full = re.search(rb"msk_[a-z0-9]{8}_[A-Za-z0-9]{40}", created.content).group(0).decode()
+    assert created["Cache-Control"] == "no-store"
+    listing = client.get(f"/o/{alice.org.slug}/api-keys/")
+    assert full.encode() not in listing.content
+    assert full.split("_")[1].encode() in listing.content
+
+
+def test_revoking_a_key_from_the_dashboard_with_htmx_returns_the_row(alice):
+    client = signed_in(alice)
+    key = alice.api_key
+    response = client.post(f"/o/{alice.org.slug}/api-keys/{key.id}/revoke/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and b"revoked" in response.content
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
+
+
+@pytest.fixture
+def world(alice, bob, charlie) -> World:
+    isolation.load_registrations()
+    w = World(alice=alice, bob=bob, charlie=charlie)
+    for build in isolation.WORLD_BUILDERS:
+        build(w)
+    return w
+
+
+def test_every_dashboard_post_is_protected_by_csrf(world):
+    client = signed_in(world.alice, enforce_csrf=True)
+    checked = 0
+    for route in dashboard_routes():
+        if "<str:token>" in route:
+            continue
+        response = client.post(_fill_route(route, world))
+        if response.status_code == 405:
+            continue
+        assert response.status_code == 403, (
+            f"POST {route} without a CSRF token answered {response.status_code}"
+        )
+        checked += 1
+    assert checked >= 5

@@ -1,0 +1,84 @@
+"""Production settings, management commands and the role matrix as the README states it."""
+
+import os
+import re
+import secrets
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+from django.core.management import call_command
+
+from apps.tenants.models import ApiKey, Organization
+from apps.tenants.roles import PERMISSION_LABELS, ROLE_ORDER, ROLE_PERMISSIONS
+from apps.tenants.services import api_key_authenticate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_production_refuses_to_start_without_a_real_secret_key():
+    env = {"DJANGO_SETTINGS_MODULE": "memorysaas.settings.production", "SECRET_KEY": ""}
+    result = _manage("check", env=env)
+    assert result.returncode != 0 and "SECRET_KEY" in result.stderr
+    weak = _manage("check", env={**env, "SECRET_KEY": "short"})
+    assert weak.returncode != 0
+
+
+def test_production_passes_check_deploy_with_no_warning():
+    env = {
+        "DJANGO_SETTINGS_MODULE": "memorysaas.settings.production",
+        "SECRET_KEY": secrets.token_urlsafe(64),
+    }
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "no issues" in result.stdout
+
+
+def test_bootstrap_demo_is_idempotent_and_prints_working_credentials(db):
+    outputs = []
+    for _ in range(2):
+        out = StringIO()
+        call_command("bootstrap_demo", stdout=out)
+        outputs.append(dict(line.split("=", 1) for line in out.getvalue().splitlines()))
+    first, second = outputs
+    assert first["ORG"] == second["ORG"] == "demo" and first["PROJECT_ID"] == second["PROJECT_ID"]
+    assert Organization.objects.filter(slug="demo").count() == 1
+    assert api_key_authenticate(first["API_KEY"]) is None  # replaced by the second run
+    key = api_key_authenticate(second["API_KEY"])
+    assert key is not None and str(key.project_id) == second["PROJECT_ID"]
+    assert set(second) >= {"ORG", "PROJECT_ID", "API_KEY", "LOGIN", "PASSWORD"}
+
+
+def test_create_api_key_prints_the_key_once(db):
+    call_command("bootstrap_demo", stdout=StringIO())
+    out = StringIO()
+    call_command(
+        "create_api_key", "--org", "demo", "--scopes", "memories:read,sync", "--name", "cli", stdout=out
+    )
+    key = out.getvalue().strip()
+    assert re.fullmatch(r"msk_[a-z0-9]{8}_[A-Za-z0-9]{40}", key)
+    assert sorted(ApiKey.objects.get(prefix=key.split("_")[1]).scopes) == ["memories:read", "sync"]
+
+
+def test_the_readme_role_matrix_matches_the_code():
+    readme = (ROOT / "README.md").read_text()
+    rows = {}
+    for line in readme.splitlines():
+        match = re.match(r"\| `([a-z:]+)`[^|]*\|(.*)\|\s*$", line)
+        if match and match.group(1) in PERMISSION_LABELS:
+            cells = [c.strip() for c in match.group(2).split("|")]
+            rows[match.group(1)] = [c == "✓" for c in cells]
+    assert set(rows) == set(PERMISSION_LABELS)
+    for perm, allowed in rows.items():
+        assert allowed == [perm in ROLE_PERMISSIONS[r] for r in ROLE_ORDER], perm
