@@ -6,6 +6,7 @@ import json
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
 from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
@@ -72,6 +73,12 @@ def on_validation_error(request, exc: NinjaValidationError):
 def on_django_validation_error(request, exc: DjangoValidationError):
     details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
     return error_response(422, "The request is not valid.", details=details)
+
+
+@api.exception_handler(DataError)
+def on_data_error(request, exc: DataError):
+    # A value the database cannot hold (out-of-range number, NUL byte) that validation missed.
+    return error_response(422, "A value in the request cannot be stored.", code="unstorable_value")
 
 
 @api.exception_handler(AuthenticationError)

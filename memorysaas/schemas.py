@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ninja import Schema
-from pydantic import ConfigDict
+from pydantic import ConfigDict, model_validator
+
+
+def _find_nul(value: Any, path: str = "") -> str | None:
+    if isinstance(value, str):
+        return path or "body" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _find_nul(key, path) or _find_nul(item, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _find_nul(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
 
 
 class InputSchema(Schema):
-    """Request bodies refuse fields they do not know: a typo is a 422, not a silent no-op."""
+    """Request bodies refuse fields they do not know (a typo is a 422, not a silent no-op) and
+    NUL characters, which PostgreSQL text cannot store."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul_characters(cls, data: Any) -> Any:
+        where = _find_nul(data)
+        if where:
+            raise ValueError(f"{where} contains a NUL (\\u0000) character, which cannot be stored")
+        return data
 
 
 class OutputSchema(Schema):
