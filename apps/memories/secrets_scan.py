@@ -1,0 +1,129 @@
+"""The secret scanner that runs before any memory text is stored (V5 §16).
+
+detect-secrets' plugins find what they know (AWS, GitHub, Slack, Stripe, JWTs, private keys,
+keyword assignments, high-entropy strings, …); the patterns below cover what they lack, such as
+Anthropic and OpenAI project keys. Every hit is replaced by `[REDACTED:<kind>]`. Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+# Patterns detect-secrets does not ship (or ships only in narrower forms).
+EXTRA_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("anthropic_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}")),
+    ("openai_key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}")),
+    ("github_token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}\b")),
+    ("github_pat", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
+    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}\b")),
+    ("memorysaas_key", re.compile(r"\bmsk_[a-z0-9]{8}_[A-Za-z0-9]{40}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    (
+        "private_key",
+        re.compile(
+            r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----"
+            r"[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|$)"
+        ),
+    ),
+    ("url_credentials", re.compile(r"(?<=://)[^\s/:@]+:[^\s/@]+(?=@)")),
+    (
+        "password_assignment",
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9_])(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
+            r"\s*[:=]\s*[\"']?(?!\[REDACTED)(?P<value>[^\s\"',;]{4,})"
+        ),
+    ),
+)
+
+_SKIP_PLUGINS = {
+    # Too noisy on code prose: flags ordinary quoted identifiers and commit SHAs.
+    "IPPublicDetector",
+}
+
+
+@dataclass
+class ScanResult:
+    text: str
+    kinds: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.kinds)
+
+
+@cache
+def _detect_secrets_plugins() -> tuple:
+    try:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    except ImportError:  # the extra patterns still run
+        return ()
+    plugins = []
+    for cls in get_mapping_from_secret_type_to_class().values():
+        if cls.__name__ in _SKIP_PLUGINS:
+            continue
+        try:
+            plugins.append(cls())
+        except TypeError:
+            continue
+    return tuple(plugins)
+
+
+def _kind_name(plugin) -> str:
+    name = re.sub(r"(Detector|Plugin)$", "", type(plugin).__name__)
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _plugin_hits(text: str) -> list[tuple[str, str]]:
+    plugins = _detect_secrets_plugins()
+    if not plugins:
+        return []
+    from detect_secrets.settings import default_settings
+
+    hits: list[tuple[str, str]] = []
+    with default_settings():
+        for line in text.splitlines():
+            for plugin in plugins:
+                try:
+                    values = list(plugin.analyze_string(line))
+                except Exception:  # a plugin's bug must not block storing the memory
+                    continue
+                hits.extend((_kind_name(plugin), value) for value in values if len(value) >= 6)
+    return hits
+
+
+def scan(text: str) -> ScanResult:
+    """`text` with every secret replaced by `[REDACTED:<kind>]`, and the kinds found."""
+    if not text:
+        return ScanResult(text=text or "")
+    kinds: list[str] = []
+    for kind, pattern in EXTRA_PATTERNS:
+
+        def replace(match: re.Match[str], kind: str = kind, pattern: re.Pattern[str] = pattern) -> str:
+            kinds.append(kind)
+            if "value" in pattern.groupindex and match.group("value"):
+                start = match.start("value") - match.start()
+                return match.group(0)[:start] + f"[REDACTED:{kind}]"
+            return f"[REDACTED:{kind}]"
+
+        text = pattern.sub(replace, text)
+    for kind, value in _plugin_hits(text):
+        if "[REDACTED:" in value or value not in text:
+            continue
+        text = text.replace(value, f"[REDACTED:{kind}]")
+        kinds.append(kind)
+    return ScanResult(text=text, kinds=sorted(set(kinds)))
+
+
+def scan_many(values: list[str]) -> tuple[list[str], list[str]]:
+    """Scan a list of strings (tags, file paths); returns the cleaned list and the kinds found."""
+    cleaned, kinds = [], set()
+    for value in values:
+        result = scan(value)
+        cleaned.append(result.text)
+        kinds.update(result.kinds)
+    return cleaned, sorted(kinds)

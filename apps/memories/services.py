@@ -1,0 +1,676 @@
+"""Writes for memories: create, update, delete, feedback, reinforcement, file moves, access.
+
+Every write is atomic, scans text for secrets before anything is stored, keeps the keyword
+index and its document frequencies in step, increments `version` (keeping the old text in
+`MemoryVersion`), writes an audit row and, on commit, queues embedding and a live update.
+Permission checks are the caller's: API views check the principal's permission, other apps
+(the observer's promotion, the graph's file moves) call these as trusted system code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.memories import secrets_scan
+from apps.memories.contextual import memory_embedding_text
+from apps.memories.drafts import MemoryDraft, RelationDraft, short_citation
+from apps.memories.keyword import index_memory
+from apps.memories.kinds import default_half_life
+from apps.memories.models import (
+    EmbeddingStatus,
+    FeedbackKind,
+    Memory,
+    MemoryFeedback,
+    MemoryRelation,
+    MemoryScope,
+    MemoryVersion,
+)
+from apps.memories.payloads import payload_text
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+from apps.tenants.services import audit_record
+from memorysaas.errors import Invalid
+from memorysaas.realtime import publish
+
+logger = logging.getLogger(__name__)
+
+CONFIDENCE_CAP = 0.95
+FLAG_PENALTY = 0.2
+ACCESS_REWARD = 0.05
+ACCESSES_FOR_REWARD = 5
+ACCESSES_TO_CLEAR_REVIEW = 10
+
+# Fields whose change alters what the memory says, so its index and embedding are rebuilt.
+_TEXT_FIELDS = {"content", "type", "tags", "related_files", "related_modules", "citation_text", "payload"}
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def _scan_value(value: Any, kinds: set[str]) -> Any:
+    if isinstance(value, str):
+        result = secrets_scan.scan(value)
+        kinds.update(result.kinds)
+        return result.text
+    if isinstance(value, list):
+        return [_scan_value(v, kinds) for v in value]
+    if isinstance(value, dict):
+        return {k: _scan_value(v, kinds) for k, v in value.items()}
+    return value
+
+
+def _redacted_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    kinds: set[str] = set()
+    clean = {name: _scan_value(value, kinds) for name, value in fields.items()}
+    return clean, sorted(kinds)
+
+
+# ---------------------------------------------------------------- index, stats, embeddings
+
+
+def _index_rows(memories: Sequence[Memory]) -> None:
+    """Rebuild `search_vector` for these memories in one statement."""
+    if not memories:
+        return
+    ids, literals, words_a, words_b, words_c = [], [], [], [], []
+    for memory in memories:
+        indexed = index_memory(
+            content=memory.content,
+            citation_text=memory.citation_text,
+            tags=memory.tags,
+            related_files=memory.related_files,
+            related_modules=memory.related_modules,
+            extra=payload_text(memory.type, memory.payload),
+        )
+        ids.append(str(memory.id))
+        literals.append(indexed.whole_literal)
+        words_a.append(indexed.words_a)
+        words_b.append(indexed.words_b)
+        words_c.append(indexed.words_c)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memories_memory m SET search_vector =
+                v.lit::tsvector
+                || setweight(to_tsvector('english', v.a), 'A')
+                || setweight(to_tsvector('english', v.b), 'B')
+                || setweight(to_tsvector('english', v.c), 'C')
+            FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[]) AS v(id, lit, a, b, c)
+            WHERE m.id = v.id
+            """,
+            [ids, literals, words_a, words_b, words_c],
+        )
+
+
+def _adjust_term_stats(ids: Sequence[UUID | str], sign: int) -> None:
+    """Add (sign=1) or remove (sign=-1) these memories' lexemes from their projects' DF table.
+
+    Rows are touched in (project, term) order so that concurrent writers cannot deadlock.
+    """
+    if not ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memories_termstat (project_id, term, df)
+            SELECT project_id, term, n FROM (
+                SELECT m.project_id, t AS term, %s * count(*) AS n
+                FROM memories_memory m, unnest(tsvector_to_array(m.search_vector)) AS t
+                WHERE m.id = ANY(%s::uuid[]) AND length(t) <= 200
+                GROUP BY m.project_id, t
+                UNION ALL
+                SELECT project_id, '', %s * count(*) FROM memories_memory
+                WHERE id = ANY(%s::uuid[]) GROUP BY project_id
+            ) d
+            ORDER BY project_id, term
+            ON CONFLICT (project_id, term) DO UPDATE SET df = memories_termstat.df + EXCLUDED.df
+            """,
+            [sign, [str(i) for i in ids], sign, [str(i) for i in ids]],
+        )
+
+
+def rebuild_term_stats(*, project: Project) -> None:
+    """Recompute a project's document frequencies from scratch (the daily job's repair step)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memories_termstat WHERE project_id = %s", [str(project.id)])
+        cursor.execute(
+            """
+            INSERT INTO memories_termstat (project_id, term, df)
+            SELECT %s, term, n FROM (
+                SELECT t AS term, count(*) AS n FROM memories_memory m,
+                    unnest(tsvector_to_array(m.search_vector)) AS t
+                WHERE m.project_id = %s AND length(t) <= 200 GROUP BY t
+                UNION ALL SELECT '', count(*) FROM memories_memory WHERE project_id = %s
+            ) d ORDER BY term
+            """,
+            [str(project.id)] * 3,
+        )
+
+
+def embedding_text(memory: Memory) -> str:
+    return memory_embedding_text(
+        memory_type=memory.type,
+        content=memory.content,
+        related_files=memory.related_files,
+        related_modules=memory.related_modules,
+        context_prefix=memory.context_prefix,
+        extra=payload_text(memory.type, memory.payload),
+    )
+
+
+def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
+    """Compute and store embeddings for these memories (idempotent). Returns how many are ready."""
+    from apps.memories.embeddings import embed_cached, get_provider
+
+    memories = list(Memory.objects.filter(id__in=list(memory_ids)))
+    if not memories:
+        return 0
+    provider = get_provider()
+    now = timezone.now()
+    try:
+        vectors = embed_cached([embedding_text(m) for m in memories], provider)
+    except Exception as exc:
+        logger.exception("Embedding %d memories failed", len(memories))
+        Memory.objects.filter(id__in=[m.id for m in memories]).update(
+            embedding_status=EmbeddingStatus.FAILED, embedding_error=str(exc)[:300]
+        )
+        return 0
+    for memory, vector in zip(memories, vectors, strict=True):
+        memory.embedding = vector
+        memory.embedding_model = provider.model_id
+        memory.embedding_dims = provider.dimensions
+        memory.embedding_status = EmbeddingStatus.READY
+        memory.embedding_error = ""
+        memory.embedded_at = now
+    Memory.objects.bulk_update(
+        memories,
+        [
+            "embedding",
+            "embedding_model",
+            "embedding_dims",
+            "embedding_status",
+            "embedding_error",
+            "embedded_at",
+        ],
+        batch_size=500,
+    )
+    return len(memories)
+
+
+def _schedule_embedding(ids: Sequence[UUID]) -> None:
+    if not ids:
+        return
+    id_strings = [str(i) for i in ids]
+    if settings.EMBEDDING_MODE == "sync":
+        # Inline, inside the transaction: tests and tiny setups see vectors at once.
+        memories_embed(id_strings)
+    else:
+        from memorysaas.queue import enqueue
+
+        enqueue("apps.memories.tasks.embed_memories", id_strings, group="memories.embed")
+
+
+def _announce(project_id: UUID, event: str, memory_ids: Sequence[UUID]) -> None:
+    data = {"memory_ids": [str(i) for i in memory_ids]}
+    transaction.on_commit(lambda: publish(project_id, event, data))
+
+
+# ---------------------------------------------------------------- create
+
+
+def _build(project: Project, actor: Principal, draft: MemoryDraft) -> tuple[Memory, list[RelationDraft]]:
+    scope = draft.scope.value
+    owner = actor.user if actor.user is not None and actor.user.pk else None
+    if scope == MemoryScope.PERSONAL and owner is None:
+        raise Invalid("A personal memory needs a person behind the request.", details={"field": "scope"})
+    if scope == MemoryScope.TEAM and project.team_id is None:
+        raise Invalid("Team scope needs a project that belongs to a team.", details={"field": "scope"})
+    fields, kinds = _redacted_fields(
+        {
+            "content": draft.content,
+            "citation_text": draft.citation(),
+            "tags": draft.tags,
+            "related_files": draft.related_files,
+            "related_modules": draft.related_modules,
+            "payload": draft.payload,
+            "context_prefix": draft.context_prefix,
+            "commit_sha": draft.commit_sha,
+            "work_unit_ref": draft.work_unit_ref.model_dump() if draft.work_unit_ref else None,
+        }
+    )
+    if kinds and fields["citation_text"] != draft.citation_text:
+        fields["citation_text"] = short_citation(fields["citation_text"])
+    sessions = list(
+        dict.fromkeys([*draft.provenance_session_ids, *([draft.session_id] if draft.session_id else [])])
+    )
+    half_life = draft.decay_half_life_days or default_half_life(draft.type)
+    memory = Memory(
+        organization_id=project.organization_id,
+        project=project,
+        team_id=project.team_id if scope == MemoryScope.TEAM else None,
+        owner=owner,
+        created_by_key=actor.api_key,
+        type=draft.type,
+        source=draft.source.value,
+        scope=scope,
+        confidence=draft.confidence,
+        session_id=draft.session_id,
+        provenance_session_ids=sessions,
+        needs_review=draft.needs_review or bool(kinds),
+        user_verified=draft.user_verified,
+        pinned=draft.pinned,
+        methodology=draft.methodology or (draft.work_unit_ref.methodology if draft.work_unit_ref else ""),
+        decay_half_life_days=half_life,
+        chunk_type=draft.chunk_type,
+        chunk_start_line=draft.chunk_start_line,
+        chunk_end_line=draft.chunk_end_line,
+        target_node_id=draft.target_node_id,
+        impacted_node_ids=draft.impacted_node_ids,
+        secrets_redacted=bool(kinds),
+        secret_kinds=kinds,
+        last_accessed_at=timezone.now(),
+        **fields,
+    )
+    return memory, draft.relations
+
+
+def _create_relations(project: Project, pairs: list[tuple[Memory, list[RelationDraft]]]) -> None:
+    wanted = {r.target_memory_id for _, rels in pairs for r in rels if r.target_memory_id}
+    known = set(
+        Memory.objects.filter(organization_id=project.organization_id, id__in=wanted).values_list(
+            "id", flat=True
+        )
+    )
+    rows = []
+    for memory, relations in pairs:
+        for rel in relations:
+            if rel.target_memory_id is not None and rel.target_memory_id not in known:
+                raise Invalid(
+                    "A relation points at a memory that does not exist.",
+                    details={"target_memory_id": str(rel.target_memory_id)},
+                )
+            rows.append(
+                MemoryRelation(
+                    organization_id=project.organization_id,
+                    memory=memory,
+                    target_memory_id=rel.target_memory_id,
+                    target_file_path=rel.target_file_path.strip(),
+                    relation_type=rel.relation_type.value,
+                    confidence=rel.confidence,
+                    auto_extracted=rel.auto_extracted,
+                )
+            )
+    MemoryRelation.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+@transaction.atomic
+def memories_create_batch(
+    *, project: Project, actor: Principal, drafts: Sequence[MemoryDraft]
+) -> list[Memory]:
+    """Store up to 500 drafts in one transaction: all of them or none. Embeddings follow on commit."""
+    from apps.memories.drafts import MAX_BATCH
+
+    if len(drafts) > MAX_BATCH:
+        raise Invalid(f"At most {MAX_BATCH} memories per batch.", details={"count": len(drafts)})
+    pairs = [_build(project, actor, draft) for draft in drafts]
+    memories = Memory.objects.bulk_create([memory for memory, _ in pairs], batch_size=500)
+    _create_relations(project, pairs)
+    _index_rows(memories)
+    ids = [m.id for m in memories]
+    _adjust_term_stats(ids, +1)
+    MemoryVersion.objects.bulk_create([_snapshot(m, "created", actor) for m in memories])
+    if len(memories) == 1:
+        audit_record(
+            actor=actor,
+            action="memory.created",
+            target=memories[0],
+            metadata={"type": memories[0].type, "scope": memories[0].scope, "source": memories[0].source},
+        )
+    elif memories:
+        audit_record(
+            actor=actor,
+            action="memory.batch_created",
+            organization=project.organization,
+            target=project,
+            metadata={"count": len(memories)},
+        )
+    _schedule_embedding(ids)
+    _announce(project.id, "memory.created", ids)
+    return memories
+
+
+def memory_create(*, project: Project, actor: Principal, draft: MemoryDraft) -> Memory:
+    """Store one memory in `project` on behalf of `actor` (its owner for personal scope).
+
+    Secrets in any text field are replaced by `[REDACTED:<kind>]` and the memory is marked
+    (`secrets_redacted`, `needs_review`). Raises `Invalid` (422) for an impossible scope.
+    The embedding is computed after commit (a django-q2 task, or inline in "sync" mode).
+    """
+    return memories_create_batch(project=project, actor=actor, drafts=[draft])[0]
+
+
+# ---------------------------------------------------------------- update
+
+
+def _snapshot(memory: Memory, change: str, actor: Principal) -> MemoryVersion:
+    return MemoryVersion(
+        memory=memory,
+        version=memory.version,
+        type=memory.type,
+        content=memory.content,
+        confidence=memory.confidence,
+        tags=list(memory.tags),
+        related_files=list(memory.related_files),
+        change=change,
+        changed_by=actor.label,
+    )
+
+
+def _locked(memory: Memory) -> Memory:
+    return Memory.objects.select_for_update().get(pk=memory.pk)
+
+
+def _save_change(memory: Memory, actor: Principal, change: str, fields: set[str]) -> Memory:
+    """Bump the version, keep history, persist `fields`, reindex and re-embed if text moved."""
+    text_changed = bool(fields & _TEXT_FIELDS)
+    if text_changed:
+        _adjust_term_stats([memory.id], -1)
+    memory.version += 1
+    memory.save(update_fields=[*fields, "version", "updated_at"])
+    _snapshot(memory, change, actor).save()
+    if text_changed:
+        _index_rows([memory])
+        _adjust_term_stats([memory.id], +1)
+        memory.embedding_status = EmbeddingStatus.PENDING
+        Memory.objects.filter(pk=memory.pk).update(embedding_status=EmbeddingStatus.PENDING)
+        _schedule_embedding([memory.id])
+    _announce(memory.project_id, "memory.updated", [memory.id])
+    return memory
+
+
+UPDATABLE = {
+    "content", "type", "tags", "related_files", "related_modules", "payload", "citation_text",
+    "confidence", "scope", "needs_review", "pinned", "deprecated", "decay_half_life_days",
+    "work_unit_ref", "methodology", "commit_sha",
+}  # fmt: skip
+
+
+@transaction.atomic
+def memory_update(
+    *, memory: Memory, actor: Principal, changes: dict[str, Any], change: str = "updated"
+) -> Memory:
+    """Apply `changes` (a subset of UPDATABLE), validated as a whole draft; new version.
+
+    A change to the text fields re-indexes and re-embeds. Raises `Invalid` for unknown fields
+    or a result that is not a valid memory.
+    """
+    unknown = sorted(set(changes) - UPDATABLE)
+    if unknown:
+        raise Invalid("These fields cannot be changed.", details={"fields": unknown})
+    memory = _locked(memory)
+    current = {
+        "content": memory.content,
+        "type": memory.type,
+        "tags": memory.tags,
+        "related_files": memory.related_files,
+        "related_modules": memory.related_modules,
+        "payload": memory.payload,
+        "citation_text": memory.citation_text,
+        "confidence": memory.confidence,
+        "scope": memory.scope,
+    }
+    draft_fields = {**current, **{k: v for k, v in changes.items() if k in current}}
+    try:
+        draft = MemoryDraft(**draft_fields)
+    except ValueError as exc:
+        raise Invalid("The memory would not be valid.", details=str(exc)) from None
+    changed: set[str] = set()
+    clean, kinds = _redacted_fields({k: getattr(draft, k) for k in current if k in changes})
+    if "scope" in clean:
+        clean["scope"] = draft.scope.value
+        if clean["scope"] == MemoryScope.TEAM:
+            if memory.project.team_id is None:
+                raise Invalid(
+                    "Team scope needs a project that belongs to a team.", details={"field": "scope"}
+                )
+            memory.team_id = memory.project.team_id
+            changed.add("team")
+        if clean["scope"] == MemoryScope.PERSONAL and memory.owner_id is None:
+            raise Invalid("Only a memory with an owner can be personal.", details={"field": "scope"})
+    for name, value in clean.items():
+        if getattr(memory, name) != value:
+            setattr(memory, name, value)
+            changed.add(name)
+    for name in (
+        "needs_review",
+        "pinned",
+        "decay_half_life_days",
+        "methodology",
+        "commit_sha",
+        "work_unit_ref",
+    ):
+        if name in changes and getattr(memory, name) != changes[name]:
+            setattr(memory, name, changes[name])
+            changed.add(name)
+    if "deprecated" in changes and memory.deprecated != bool(changes["deprecated"]):
+        memory.deprecated = bool(changes["deprecated"])
+        memory.deprecated_at = timezone.now() if memory.deprecated else None
+        changed |= {"deprecated", "deprecated_at"}
+    if kinds:
+        memory.secrets_redacted = True
+        memory.secret_kinds = sorted(set(memory.secret_kinds) | set(kinds))
+        memory.needs_review = True
+        changed |= {"secrets_redacted", "secret_kinds", "needs_review"}
+    if not changed:
+        return memory
+    _save_change(memory, actor, change, changed)
+    audit_record(actor=actor, action=f"memory.{change}", target=memory, metadata={"fields": sorted(changed)})
+    return memory
+
+
+@transaction.atomic
+def memory_delete(*, memory: Memory, actor: Principal) -> None:
+    """Remove a memory for good (its relations, history and feedback go with it)."""
+    _adjust_term_stats([memory.id], -1)
+    audit_record(actor=actor, action="memory.deleted", target=memory, metadata={"type": memory.type})
+    project_id, memory_id = memory.project_id, memory.id
+    memory.delete()
+    _announce(project_id, "memory.deleted", [memory_id])
+
+
+# ---------------------------------------------------------------- feedback, reinforcement, access
+
+
+@transaction.atomic
+def memory_feedback(
+    *,
+    memory: Memory,
+    actor: Principal,
+    kind: str,
+    content: str | None = None,
+    note: str = "",
+    session_id: str = "",
+) -> Memory:
+    """Record feedback and apply it.
+
+    confirm → user_verified, review cleared; correct → new content (old kept in history),
+    verified; flag → confidence −0.2 and needs_review; dispute → disputed (retrieval ×0.8) and
+    needs_review; used / helpful → counters only.
+    """
+    kind = FeedbackKind(kind).value
+    memory = _locked(memory)
+    clean_note = secrets_scan.scan(note).text
+    MemoryFeedback.objects.create(
+        organization_id=memory.organization_id,
+        memory=memory,
+        kind=kind,
+        note=clean_note,
+        actor_user=actor.user if actor.user is not None and actor.user.pk else None,
+        actor_label=actor.label,
+        session_id=session_id[:100],
+    )
+    if kind == FeedbackKind.CORRECT:
+        if not content or not content.strip():
+            raise Invalid("A correction needs the corrected content.", details={"field": "content"})
+        memory = memory_update(memory=memory, actor=actor, changes={"content": content}, change="corrected")
+        Memory.objects.filter(pk=memory.pk).update(
+            user_verified=True, needs_review=False, uncorrected_access_count=0
+        )
+        memory.refresh_from_db()
+        return memory
+    if kind in (FeedbackKind.USED, FeedbackKind.HELPFUL):
+        counter = "used_count" if kind == FeedbackKind.USED else "helpful_count"
+        Memory.objects.filter(pk=memory.pk).update(**{counter: F(counter) + 1})
+        memory.refresh_from_db()
+        return memory
+    changed: set[str] = set()
+    if kind == FeedbackKind.CONFIRM:
+        memory.user_verified, memory.needs_review = True, False
+        changed = {"user_verified", "needs_review"}
+    elif kind == FeedbackKind.FLAG:
+        memory.confidence = round(max(0.0, memory.confidence - FLAG_PENALTY), 4)
+        memory.needs_review = True
+        memory.flag_count += 1
+        memory.uncorrected_access_count = 0
+        changed = {"confidence", "needs_review", "flag_count", "uncorrected_access_count"}
+    elif kind == FeedbackKind.DISPUTE:
+        memory.disputed, memory.needs_review = True, True
+        changed = {"disputed", "needs_review"}
+    _save_change(memory, actor, f"feedback_{kind}", changed)
+    audit_record(actor=actor, action=f"memory.feedback.{kind}", target=memory)
+    return memory
+
+
+@transaction.atomic
+def memory_reinforce(
+    *, memory: Memory, actor: Principal, session_id: str | None = None, confidence_delta: float = 0.05
+) -> Memory:
+    """Another session observed what this memory says (the observer's novelty check found it
+    above 0.88 cosine): add the session to its provenance, raise confidence (capped at 0.95),
+    restart its decay clock. New version."""
+    memory = _locked(memory)
+    if session_id and session_id not in memory.provenance_session_ids:
+        memory.provenance_session_ids = [*memory.provenance_session_ids, session_id[:100]]
+    memory.confidence = round(
+        min(CONFIDENCE_CAP, max(memory.confidence, memory.confidence + confidence_delta)), 4
+    )
+    memory.last_accessed_at = timezone.now()
+    _save_change(memory, actor, "reinforced", {"provenance_session_ids", "confidence", "last_accessed_at"})
+    return memory
+
+
+def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
+    """Each injection is an access: after 5 uncorrected accesses confidence +0.05 (cap 0.95),
+    after 10 needs_review clears (V5 §18). One statement; no version bump (bookkeeping only)."""
+    if not memory_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memories_memory SET
+                access_count = access_count + 1,
+                uncorrected_access_count = uncorrected_access_count + 1,
+                last_accessed_at = now(),
+                confidence = CASE
+                    WHEN (uncorrected_access_count + 1) %% %s = 0
+                    THEN least(%s, greatest(confidence, confidence + %s)) ELSE confidence END,
+                needs_review = CASE
+                    WHEN uncorrected_access_count + 1 >= %s AND NOT secrets_redacted THEN false
+                    ELSE needs_review END
+            WHERE id = ANY(%s::uuid[])
+            """,
+            [
+                ACCESSES_FOR_REWARD,
+                CONFIDENCE_CAP,
+                ACCESS_REWARD,
+                ACCESSES_TO_CLEAR_REVIEW,
+                [str(i) for i in memory_ids],
+            ],
+        )
+
+
+# ---------------------------------------------------------------- files moving under memories
+
+
+@transaction.atomic
+def memories_files_renamed(*, project: Project, renames: dict[str, str]) -> int:
+    """Memories of `project` follow renamed files: `related_files` (and file relations) take
+    the new path; each changed memory gets a new version, a new index entry and embedding.
+    Returns the number of memories changed."""
+    renames = {old: new for old, new in renames.items() if old and new and old != new}
+    if not renames:
+        return 0
+    affected = list(
+        Memory.objects.select_for_update()
+        .filter(project=project, related_files__overlap=list(renames))
+        .order_by("id")
+    )
+    system = Principal()
+    for memory in affected:
+        moved = [renames.get(path, path) for path in memory.related_files]
+        memory.related_files = list(dict.fromkeys(moved))
+        _save_change(memory, system, "files_renamed", {"related_files"})
+    for old, new in renames.items():
+        MemoryRelation.objects.filter(memory__project=project, target_file_path=old).update(
+            target_file_path=new
+        )
+    return len(affected)
+
+
+@transaction.atomic
+def memories_files_deleted(*, project: Project, paths: Iterable[str]) -> int:
+    """Memories that name a deleted file become stale: never injected proactively, flagged when
+    searched. Returns the number of memories newly marked."""
+    paths = [p for p in paths if p]
+    if not paths:
+        return 0
+    now = timezone.now()
+    affected = list(
+        Memory.objects.select_for_update()
+        .filter(project=project, related_files__overlap=paths, stale_at__isnull=True)
+        .order_by("id")
+    )
+    system = Principal()
+    for memory in affected:
+        memory.stale_at = now
+        _save_change(memory, system, "files_deleted", {"stale_at"})
+    return len(affected)
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def memories_decay_and_prune(*, now=None) -> dict[str, int]:
+    """The daily job: soft-deprecate after three half-lives unused (never pinned), hard-delete
+    30 days after deprecation unless user_verified, evict expired embedding cache rows."""
+    from apps.memories.models import EmbeddingCache
+
+    now = now or timezone.now()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memories_memory SET deprecated = true, deprecated_at = %s, version = version + 1
+            WHERE deprecated = false AND pinned = false AND decay_half_life_days IS NOT NULL
+              AND coalesce(last_accessed_at, created_at) < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
+            """,
+            [now, now],
+        )
+        deprecated = cursor.rowcount
+        doomed = list(
+            Memory.objects.filter(
+                deprecated=True, user_verified=False, deprecated_at__lt=now - timedelta(days=30)
+            ).values_list("id", flat=True)
+        )
+        _adjust_term_stats(doomed, -1)
+        deleted = Memory.objects.filter(id__in=doomed).delete()[0] if doomed else 0
+        evicted = EmbeddingCache.objects.filter(expires_at__lt=now).delete()[0]
+    return {"deprecated": deprecated, "deleted": len(doomed) if deleted else 0, "cache_evicted": evicted}

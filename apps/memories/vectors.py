@@ -1,0 +1,52 @@
+"""pgvector plumbing: literals, the per-dimension HNSW index, and the session settings that keep
+tenant-filtered ANN search exact enough (pgvector 0.8 iterative index scans).
+
+The `embedding` column is untyped (`vector`), so vectors of any model fit; each dimension count
+gets a partial expression index `USING hnsw ((embedding::vector(N)) vector_cosine_ops) WHERE
+embedding_dims = N`, and queries order by the same expression so the planner uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+
+def vector_literal(vector: Sequence[float] | np.ndarray) -> str:
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+def index_name(dims: int) -> str:
+    return f"memory_embedding_hnsw_{int(dims)}"
+
+
+def distance_expr(dims: int, column: str = "embedding") -> str:
+    """The ordering expression the HNSW index for `dims` answers (cosine distance)."""
+    return f"({column}::vector({int(dims)}) <=> %s::vector({int(dims)}))"
+
+
+def ensure_hnsw_index(dims: int, *, concurrently: bool = False) -> None:
+    """Create the HNSW index for `dims` if missing (the migration makes 384; `reembed` others)."""
+    dims = int(dims)
+    how = "CONCURRENTLY " if concurrently else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX {how}IF NOT EXISTS {index_name(dims)} ON memories_memory "
+            f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) "
+            f"WITH (m = 16, ef_construction = 64) WHERE embedding_dims = {dims}"
+        )
+
+
+def set_search_params(cursor, *, ef_search: int | None = None) -> None:
+    """Per-transaction ANN settings: iterative scans continue past `ef_search` until enough rows
+    pass the tenant filter, so a filter does not cost recall."""
+    ef = int(ef_search or settings.MEMORY_HNSW_EF_SEARCH)
+    cursor.execute(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+        " set_config('hnsw.ef_search', %s, true),"
+        " set_config('hnsw.max_scan_tuples', %s, true)",
+        [str(ef), str(int(settings.MEMORY_HNSW_MAX_SCAN_TUPLES))],
+    )

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from apps.memories import selectors, services
+from apps.memories.models import EmbeddingStatus, Memory, MemoryVersion, TermStat
+from apps.tenants.principal import Principal
+from tests.memories.factories import draft, make_memory
+
+pytestmark = pytest.mark.django_db(transaction=False)
+
+
+def test_create_stores_indexes_and_embeds(alice):
+    memory = make_memory(alice, related_files=["django/db/models/query.py"], tags=["orm"])
+    memory.refresh_from_db()
+    assert memory.version == 1
+    assert memory.embedding_status == EmbeddingStatus.READY
+    assert memory.embedding_dims == 384 and memory.embedding_model.startswith("hashing")
+    assert memory.decay_half_life_days == 60  # gotcha default
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tsvector_to_array(search_vector) FROM memories_memory WHERE id = %s", [memory.id]
+        )
+        lexemes = set(cursor.fetchone()[0])
+    assert {"select_for_update", "selectforupdate", "atom", "django/db/models/query.py"} <= lexemes
+    assert TermStat.objects.get(project=alice.project, term="").df == 1
+    assert TermStat.objects.get(project=alice.project, term="select_for_update").df == 1
+    assert MemoryVersion.objects.filter(memory=memory, version=1).exists()
+
+
+def test_dex_alias_maps_to_v5_type(alice):
+    assert make_memory(alice, type="pitfall").type == "gotcha"
+    assert make_memory(alice, type="fix").type == "error_pattern"
+
+
+def test_update_bumps_version_and_reindexes(alice):
+    memory = make_memory(alice)
+    services.memory_update(
+        memory=memory, actor=alice.principal, changes={"content": "verifyJwt rejects expired"}
+    )
+    memory.refresh_from_db()
+    assert memory.version == 2
+    assert TermStat.objects.filter(
+        project=alice.project, term="atom", df=0
+    ).exists()  # "atomic" was only in the content
+    assert TermStat.objects.get(project=alice.project, term="verifyjwt").df == 1
+    assert list(memory.versions.values_list("version", flat=True)) == [2, 1]
+
+
+def test_reinforce_adds_provenance_and_confidence(alice):
+    memory = make_memory(alice, confidence=0.7)
+    services.memory_reinforce(memory=memory, actor=Principal(), session_id="s-2")
+    memory.refresh_from_db()
+    assert memory.provenance_session_ids == ["s-2"]
+    assert memory.confidence == pytest.approx(0.75)
+    assert memory.version == 2
+
+
+def test_files_renamed_and_deleted(alice):
+    moved = make_memory(alice, related_files=["a/old.py", "b.py"])
+    gone = make_memory(alice, related_files=["c/dead.py"])
+    assert services.memories_files_renamed(project=alice.project, renames={"a/old.py": "a/new.py"}) == 1
+    assert services.memories_files_deleted(project=alice.project, paths=["c/dead.py"]) == 1
+    moved.refresh_from_db()
+    gone.refresh_from_db()
+    assert moved.related_files == ["a/new.py", "b.py"]
+    assert gone.stale_at is not None and moved.stale_at is None
+
+
+def test_near_duplicate_found_above_threshold_only(alice):
+    memory = make_memory(alice, content="QuerySet.update() does not call save() or send signals")
+    found = selectors.find_near_duplicate(
+        project=alice.project,
+        text="QuerySet.update() does not call save() or send signals",
+        memory_type="gotcha",
+    )
+    assert found == memory
+    assert (
+        selectors.find_near_duplicate(
+            project=alice.project, text="Totally unrelated words here", memory_type="gotcha"
+        )
+        is None
+    )
+
+
+def test_batch_is_one_transaction(alice):
+    drafts = [draft(content=f"memory {i}") for i in range(3)]
+    memories = services.memories_create_batch(project=alice.project, actor=alice.principal, drafts=drafts)
+    assert len(memories) == 3 and Memory.objects.count() == 3
