@@ -1,9 +1,17 @@
 """Template context: the organization and project the page is about, and the viewer's others."""
 
+from apps.tenants.roles import Perm
+
 
 def tenancy(request):
     return {
         "current_org": getattr(request, "current_org", None),
         "current_project": getattr(request, "current_project", None),
         "principal": getattr(request, "principal", None),
+        "org_is_owner": _is_owner(request),
     }
+
+
+def _is_owner(request) -> bool:
+    org, principal = getattr(request, "current_org", None), getattr(request, "principal", None)
+    return org is not None and principal is not None and principal.has(org.id, Perm.ORG_OWN)

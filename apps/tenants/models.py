@@ -387,3 +387,66 @@ class AuditLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_label} {self.action} {self.target_type}:{self.target_id}"
+
+
+class ExportFormat(models.TextChoices):
+    JSON = "json", "JSON (complete, machine-readable)"
+    MARKDOWN = "markdown", "Markdown"
+    CLAUDE_MD = "claude_md", "CLAUDE.md"
+
+
+class ExportStatus(models.TextChoices):
+    PENDING = "pending", "Queued"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+    EXPIRED = "expired", "Expired"
+
+
+class DataExportQuerySet(models.QuerySet):
+    def of_user(self, user) -> DataExportQuerySet:
+        return self.filter(requested_by=user)
+
+
+class DataExport(models.Model):
+    """A person's or an organization's data, built by a task and downloaded through a link that
+    expires. The archive lives in the row until it expires; then only the record remains."""
+
+    TTL = timedelta(days=7)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="data_exports"
+    )
+    # Null for a personal export; set when an owner exports the whole organization.
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="data_exports"
+    )
+    format = models.CharField(max_length=12, choices=ExportFormat.choices, default=ExportFormat.JSON)
+    status = models.CharField(max_length=8, choices=ExportStatus.choices, default=ExportStatus.PENDING)
+    filename = models.CharField(max_length=200, blank=True)
+    content = models.BinaryField(null=True, blank=True, editable=False)
+    size_bytes = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    objects = DataExportQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"export {self.id} ({self.format}, {self.status})"
+
+    @property
+    def subject(self) -> str:
+        return self.organization.name if self.organization_id else self.requested_by.email
+
+    @property
+    def is_downloadable(self) -> bool:
+        return (
+            self.status == ExportStatus.READY
+            and self.expires_at is not None
+            and self.expires_at > timezone.now()
+        )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.tenants import views
+from apps.tenants import account_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -19,5 +19,22 @@ urlpatterns = [
     path("o/<slug:org_slug>/api-keys/", views.api_keys, name="api_keys"),
     path("o/<slug:org_slug>/api-keys/new/", views.api_key_create, name="api_key_create"),
     path("o/<slug:org_slug>/api-keys/<uuid:key_id>/revoke/", views.api_key_revoke, name="api_key_revoke"),
+    path("o/<slug:org_slug>/settings/", account_views.org_settings, name="org_settings"),
+    path("o/<slug:org_slug>/settings/export/", account_views.org_export_create, name="org_export_create"),
+    path("o/<slug:org_slug>/settings/delete/", account_views.org_delete, name="org_delete"),
+    path("o/<slug:org_slug>/settings/delete/cancel/", account_views.org_delete_cancel, name="org_delete_cancel"),
+    path("account/", account_views.profile, name="account_profile"),
+    path("account/keys/", account_views.keys, name="account_keys"),
+    path("account/devices/", account_views.devices, name="account_devices"),
+    path("account/devices/<uuid:device_id>/remove/", account_views.device_remove, name="account_device_remove"),
+    path("account/data/", account_views.data, name="account_data"),
+    path("account/data/exports/", account_views.export_create, name="account_export_create"),
+    path(
+        "account/data/exports/<uuid:export_id>/download/",
+        account_views.export_download,
+        name="account_export_download",
+    ),
+    path("account/delete/", account_views.account_delete, name="account_delete"),
+    path("account/delete/cancel/", account_views.account_delete_cancel, name="account_delete_cancel"),
     path("o/<slug:org_slug>/p/<slug:project_slug>/", views.project_home, name="project_home"),
 ]

@@ -71,3 +71,23 @@ def _invitation_id(world):
 @page_param("key_id")
 def _page_key_id(world):
     return world.alice.api_key.id
+
+
+@world_builder
+def account_data(world) -> None:
+    from apps.tenants import gdpr, services
+
+    world.objects["device_a"], _ = services.device_register(
+        organization=world.alice.org, actor=world.alice.principal, name="alice-laptop"
+    )
+    world.objects["export_a"] = gdpr.export_request(user=world.alice.user, fmt="json")
+
+
+@page_param("device_id")
+def _device_id(world):
+    return world.device_a.id
+
+
+@page_param("export_id")
+def _export_id(world):
+    return world.export_a.id
