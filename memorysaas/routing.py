@@ -1,8 +1,14 @@
-"""Websocket routes, gathered from the apps that have consumers."""
+"""Websocket routes: the project live-update socket, plus any an app adds in its routing module."""
 
 from importlib import import_module
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from memorysaas.consumers import ProjectConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/projects/<uuid:project_id>/", ProjectConsumer.as_asgi()),
+]
 
 for _app in ("review",):
     try:

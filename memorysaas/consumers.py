@@ -1,0 +1,92 @@
+"""The live-update websocket: one connection per open project page, one group per project.
+
+`ws/projects/<project_id>/` authenticates the browser's session (or an `Authorization: Bearer
+msk_…` header for other clients), checks that the caller may read the project — an outsider is
+closed with 4404 exactly as a missing project is — and joins the project's group. Every message
+is JSON: `{"event": "memory.created", "seq": 42, "data": {...}}`. The first one, `hello`, carries
+the project's current sequence number, so a client that reconnects knows at once whether it
+missed anything. Sequence numbers come from the database (memorysaas.realtime), so they agree
+across every web and worker process; with REDIS_URL the group spans processes through Redis.
+
+static/js/app.js turns these messages into DOM events (`live-any`, `live-memory`,
+`live-memory-created`, `live-gap`) that htmx elements listen to with
+`hx-trigger="live-memory from:body"` to re-fetch themselves in place.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from memorysaas.realtime import project_group
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+def _bearer(scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+@database_sync_to_async
+def _principal(scope):
+    from apps.tenants.principal import Principal
+    from apps.tenants.services import api_key_authenticate
+
+    raw = _bearer(scope)
+    if raw:
+        api_key = api_key_authenticate(raw)
+        return Principal.for_api_key(api_key) if api_key is not None else None
+    user = scope.get("user")
+    if user is not None and user.is_authenticated:
+        return Principal.for_user(user)
+    return None
+
+
+@database_sync_to_async
+def _project_seq(principal, project_id: UUID) -> int | None:
+    """The project's current sequence number, or None when the caller cannot read it."""
+    from apps.tenants.models import Project
+    from apps.tenants.roles import Perm
+
+    project = Project.objects.visible_to(principal).filter(id=project_id).first()
+    if project is None or not principal.has(project.organization_id, Perm.MEMORIES_READ):
+        return None
+    return project.event_seq
+
+
+class ProjectConsumer(AsyncJsonWebsocketConsumer):
+    group: str | None = None
+
+    async def connect(self) -> None:
+        principal = await _principal(self.scope)
+        if principal is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        project_id = self.scope["url_route"]["kwargs"]["project_id"]
+        seq = await _project_seq(principal, project_id)
+        if seq is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group = project_group(project_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json({"event": "hello", "seq": seq, "data": {"project": str(project_id)}})
+
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs) -> None:
+        """Clients only listen; a ping is answered so they can check the line."""
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"event": "pong", "seq": None, "data": {}})
+
+    async def project_event(self, message: dict) -> None:
+        await self.send_json({"event": message["event"], "seq": message["seq"], "data": message["data"]})

@@ -1,0 +1,225 @@
+"""Live updates over the project websocket: who may connect, what arrives, and — with Redis —
+that an event published in one process reaches clients of two separate daphne processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+
+from memorysaas.asgi import application
+from memorysaas.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from memorysaas.realtime import next_project_seq, project_group, publish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ORIGIN = (b"origin", b"http://127.0.0.1")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _session_cookie(person) -> str:
+    client = Client()
+    client.force_login(person.user, backend="django.contrib.auth.backends.ModelBackend")
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+def _communicator(project_id, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, f"/ws/projects/{project_id}/", headers=[ORIGIN, *headers])
+
+
+async def _connect(project_id, *headers):
+    communicator = _communicator(project_id, *headers)
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+def test_anonymous_sockets_are_closed_unauthenticated(alice):
+    async_to_sync(_anonymous_sockets_are_closed_unauthenticated)(alice)
+
+
+async def _anonymous_sockets_are_closed_unauthenticated(alice):
+    _, connected, code = await _connect(alice.project.id)
+    assert (connected, code) == (False, CLOSE_UNAUTHENTICATED)
+    _, connected, code = await _connect(alice.project.id, (b"authorization", b"Bearer msk_nope_nope"))
+    assert (connected, code) == (False, CLOSE_UNAUTHENTICATED)
+
+
+def test_outsiders_and_missing_projects_look_the_same(alice, charlie):
+    async_to_sync(_outsiders_and_missing_projects_look_the_same)(alice, charlie)
+
+
+async def _outsiders_and_missing_projects_look_the_same(alice, charlie):
+    cookie = (b"cookie", (await sync_to_async(_session_cookie)(charlie)).encode())
+    for project_id in (alice.project.id, uuid.uuid4()):
+        _, connected, code = await _connect(project_id, cookie)
+        assert (connected, code) == (False, CLOSE_NOT_FOUND)
+    key = (b"authorization", f"Bearer {charlie.key}".encode())
+    _, connected, code = await _connect(alice.project.id, key)
+    assert (connected, code) == (False, CLOSE_NOT_FOUND)
+
+
+def test_a_member_gets_hello_then_each_event_in_sequence(alice, bob):
+    async_to_sync(_a_member_gets_hello_then_each_event_in_sequence)(alice, bob)
+
+
+async def _a_member_gets_hello_then_each_event_in_sequence(alice, bob):
+    cookie = (b"cookie", (await sync_to_async(_session_cookie)(bob)).encode())
+    communicator, connected, _ = await _connect(alice.project.id, cookie)
+    assert connected
+    hello = await communicator.receive_json_from()
+    assert hello["event"] == "hello"
+    first = await sync_to_async(publish)(alice.project.id, "memory.created", {"id": "m1"})
+    second = await sync_to_async(publish)(alice.project.id, "review.needed", {"count": 3})
+    assert (first, second) == (hello["seq"] + 1, hello["seq"] + 2)
+    assert await communicator.receive_json_from() == {
+        "event": "memory.created",
+        "seq": first,
+        "data": {"id": "m1"},
+    }
+    assert (await communicator.receive_json_from())["event"] == "review.needed"
+    await communicator.send_json_to({"type": "ping"})
+    assert (await communicator.receive_json_from())["event"] == "pong"
+    await communicator.disconnect()
+
+
+def test_an_api_key_connects_and_a_reconnect_learns_the_current_seq(alice):
+    async_to_sync(_an_api_key_connects_and_a_reconnect_learns_the_current_seq)(alice)
+
+
+async def _an_api_key_connects_and_a_reconnect_learns_the_current_seq(alice):
+    key = (b"authorization", f"Bearer {alice.key}".encode())
+    communicator, connected, _ = await _connect(alice.project.id, key)
+    assert connected
+    before = (await communicator.receive_json_from())["seq"]
+    await communicator.disconnect()
+    await sync_to_async(publish)(alice.project.id, "memory.updated", {})  # missed while away
+    communicator, _, _ = await _connect(alice.project.id, key)
+    assert (await communicator.receive_json_from())["seq"] == before + 1
+    await communicator.disconnect()
+
+
+def test_project_page_opens_the_socket(alice):
+    client = Client()
+    client.force_login(alice.user, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(f"/o/{alice.org.slug}/p/{alice.project.slug}/").content.decode()
+    assert f'ws-connect="/ws/projects/{alice.project.id}/"' in page
+
+
+# --------------------------------------------------------------------------- two daphne processes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
+    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgresql://{db['USER']}{password}@{host}{port}/{db['NAME']}"
+
+
+@pytest.fixture
+def two_daphnes():
+    redis_url = os.environ.get("REDIS_URL")
+    if not redis_url:
+        pytest.skip("needs a real Redis at REDIS_URL: the channel layer that joins two daphne processes")
+    prefix = f"test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local",
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": redis_url,
+        "CHANNELS_PREFIX": prefix,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DB_CONN_MAX_AGE": "0",
+    }
+    ports, processes = [_free_port(), _free_port()], []
+    for port in ports:
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "memorysaas.asgi:application",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        )
+    try:
+        for port, process in zip(ports, processes, strict=True):
+            _wait_until_serving(port, process)
+        yield ports, prefix, redis_url
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _wait_until_serving(port: int, process: subprocess.Popen) -> None:
+    """Poll until daphne answers (or has died): readiness by condition, not by sleeping."""
+    for _ in range(600):
+        if process.poll() is not None:
+            raise AssertionError(f"daphne on {port} exited: {process.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code in (200, 503):
+                return
+        except httpx.HTTPError:
+            pass
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=0.1)
+    raise AssertionError(f"daphne on {port} never served")
+
+
+@pytest.mark.redis
+def test_an_event_reaches_clients_of_two_daphne_processes_through_redis(alice, bob, two_daphnes):
+    from channels_redis.core import RedisChannelLayer
+    from websockets.sync.client import connect
+
+    ports, prefix, redis_url = two_daphnes
+    path = f"/ws/projects/{alice.project.id}/"
+    headers = [
+        (ports[0], {"Cookie": _session_cookie(alice), "Origin": "http://127.0.0.1"}),
+        (ports[1], {"Authorization": f"Bearer {bob.key}", "Origin": "http://127.0.0.1"}),
+    ]
+    stack = contextlib.ExitStack()
+    sockets = [
+        stack.enter_context(connect(f"ws://127.0.0.1:{port}{path}", additional_headers=extra))
+        for port, extra in headers
+    ]
+    with stack:
+        hellos = [json.loads(ws.recv(timeout=30)) for ws in sockets]
+        assert [h["event"] for h in hellos] == ["hello", "hello"]
+        # A third process (this test) publishes into the Redis layer both daphnes listen on.
+        layer = RedisChannelLayer(hosts=[redis_url], prefix=prefix)
+        seq = next_project_seq(alice.project.id)
+        message = {"type": "project.event", "event": "memory.created", "seq": seq, "data": {"id": "x"}}
+        asyncio.run(layer.group_send(project_group(alice.project.id), message))
+        received = [json.loads(ws.recv(timeout=30)) for ws in sockets]
+        assert received == [{"event": "memory.created", "seq": seq, "data": {"id": "x"}}] * 2
+        assert seq == hellos[0]["seq"] + 1
