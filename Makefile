@@ -6,7 +6,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 NODE_STAMP := node_modules/.installed
 
-.PHONY: run test install install-test lint format bench clean-data
+.PHONY: run test install install-test browser lint format bench clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,12 @@ install-test: $(STAMP_TEST) $(NODE_STAMP)
 run: install
 	$(PY) -m memorysaas.run
 
-test: install-test
+# Browser tests drive Debian's chromium (never a downloaded browser). As root we install it.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { [ "$$(id -u)" = 0 ] && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; }; } || echo "Browser tests need Debian's chromium: sudo apt-get install chromium"
+
+test: install-test browser
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 

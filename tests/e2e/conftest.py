@@ -1,0 +1,186 @@
+"""Browser tests: Debian's chromium driven by Playwright against a real daphne serving the test
+database, so pages, htmx, forms, downloads and websockets all run as in production.
+
+- `live_url`: one daphne process for the session, on the test database (tests that use it take
+  `transactional_db` so what they create is committed and visible to the server);
+- `page_as(person)`: a browser page already signed in as that person;
+- `screenshot(page, name)`: saves test-artifacts/screenshots/<name>.png, and also
+  docs/screenshots/<name>.png when UPDATE_SCREENSHOTS=1 (how the README's pictures are made).
+
+Chromium is installed by `make test` (Debian package); without it these tests fail with a clear
+message rather than skip, unless MEMORYSAAS_SKIP_BROWSER=1 says this machine has no browser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls our tests make around
+# it are still plain synchronous calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
+README_SHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.browser)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_url() -> str:
+    """The test database as a URL another process can use."""
+    db = connection.settings_dict
+    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
+    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgresql://{db['USER']}{password}@{host}{port}/{db['NAME']}"
+
+
+def start_daphne(port: int, env: dict[str, str]) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "memorysaas.asgi:application"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    wait_until_serving(port, process)
+    return process
+
+
+def wait_until_serving(port: int, process: subprocess.Popen) -> None:
+    """Poll until daphne answers (or has died): readiness by condition, not by sleeping."""
+    for _ in range(1200):
+        if process.poll() is not None:
+            raise AssertionError(f"daphne on {port} exited: {process.stderr.read().decode()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code in (200, 503):
+                return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=0.1)
+    raise AssertionError(f"daphne on {port} never served")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="session")
+def live_url(django_db_setup, django_db_blocker):
+    """A daphne serving the app on the test database (test settings: tasks run inline)."""
+    with django_db_blocker.unblock():
+        url = database_url()
+    port = _free_port()
+    process = start_daphne(
+        port,
+        {
+            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
+            "DATABASE_URL": url,
+            "SECRET_KEY": settings.SECRET_KEY,
+            "DB_CONN_MAX_AGE": "0",
+        },
+    )
+    yield f"http://127.0.0.1:{port}"
+    stop(process)
+
+
+@pytest.fixture(scope="session")
+def _playwright():
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("MEMORYSAAS_SKIP_BROWSER") == "1":
+            pytest.skip("MEMORYSAAS_SKIP_BROWSER=1: this machine has no browser")
+        pytest.fail(
+            f"{CHROMIUM} is missing: `make test` installs Debian's chromium as root (apt-get install chromium)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        yield playwright
+
+
+@pytest.fixture(scope="session")
+def browser(_playwright):
+    browser = _playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()
+
+
+def session_cookie(person) -> str:
+    client = Client()
+    client.force_login(person.user, backend="django.contrib.auth.backends.ModelBackend")
+    return client.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+@pytest.fixture
+def page_as(browser, live_url, transactional_db):
+    """`page_as(person, color_scheme="light")` → a page signed in as `person`."""
+    contexts = []
+
+    def make(person=None, *, color_scheme: str = "light"):
+        context = browser.new_context(
+            base_url=live_url,
+            color_scheme=color_scheme,
+            accept_downloads=True,
+            viewport={"width": 1280, "height": 860},
+        )
+        context.set_default_timeout(15_000)
+        if person is not None:
+            context.add_cookies(
+                [{"name": settings.SESSION_COOKIE_NAME, "value": session_cookie(person), "url": live_url}]
+            )
+        contexts.append(context)
+        return context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def screenshot():
+    def save(page, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+            README_SHOTS.mkdir(parents=True, exist_ok=True)
+            (README_SHOTS / f"{name}.png").write_bytes(path.read_bytes())
+        return path
+
+    return save
