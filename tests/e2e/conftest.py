@@ -27,10 +27,6 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls our tests make around
-# it are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
@@ -120,8 +116,10 @@ def live_url(django_db_setup, django_db_blocker):
     stop(process)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _playwright():
+    """Package-scoped: Playwright's sync API keeps an event loop running in this thread, which
+    would break async_to_sync in the tests that run after these."""
     if not os.path.exists(CHROMIUM):
         if os.environ.get("MEMORYSAAS_SKIP_BROWSER") == "1":
             pytest.skip("MEMORYSAAS_SKIP_BROWSER=1: this machine has no browser")
@@ -130,11 +128,16 @@ def _playwright():
         )
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        yield playwright
+    # The ORM calls our tests make beside it are still plain synchronous calls.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            yield playwright
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(_playwright):
     browser = _playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     yield browser
