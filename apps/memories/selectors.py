@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Sequence
+from datetime import datetime
 from uuid import UUID
 
 from django.db import connection, transaction
+from django.db.models import BooleanField, Q
+from django.db.models.expressions import RawSQL
 
 from apps.memories.contextual import memory_embedding_text
 from apps.memories.models import Memory, MemoryQuerySet
 from apps.memories.vectors import distance_expr, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from memorysaas.errors import NotFound
+from memorysaas.errors import Invalid, NotFound
 
 
 def _as_uuid(value: str | UUID) -> UUID | None:
@@ -86,3 +91,90 @@ def find_near_duplicate(
     if row is None or row[1] < threshold:
         return None
     return Memory.objects.filter(id=row[0]).first()
+
+
+def memories_by_ids(ids: Sequence[UUID | str]) -> list[Memory]:
+    """These memories with their relations, in the order given. The caller has checked access."""
+    rows = Memory.objects.filter(id__in=list(ids)).prefetch_related("relations")
+    by_id = {str(m.id): m for m in rows}
+    return [by_id[str(i)] for i in ids if str(i) in by_id]
+
+
+def is_author(*, principal: Principal, memory: Memory) -> bool:
+    if principal.api_key is not None and memory.created_by_key_id == principal.api_key.pk:
+        return True
+    return principal.user is not None and memory.owner_id == principal.user.pk
+
+
+def _encode_cursor(memory: Memory) -> str:
+    raw = f"{memory.created_at.isoformat()}|{memory.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, memory_id = raw.split("|", 1)
+        return datetime.fromisoformat(stamp), UUID(memory_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise Invalid("The cursor is not one this API gave out.", details={"field": "cursor"}) from None
+
+
+def memories_list(
+    *,
+    principal: Principal,
+    project: Project,
+    type: str | None = None,
+    scope: str | None = None,
+    source: str | None = None,
+    needs_review: bool | None = None,
+    min_confidence: float | None = None,
+    file: str | None = None,
+    tag: str | None = None,
+    text: str | None = None,
+    embedding_status: str | None = None,
+    deprecated: bool | None = False,
+    cursor: str | None = None,
+    limit: int = 50,
+) -> tuple[list[Memory], str | None]:
+    """One page of the memories that apply in `project`, newest first, and the next cursor."""
+    from apps.memories.codetokens import tsquery_any
+    from apps.memories.keyword import query_terms
+    from apps.memories.kinds import normalize_type
+
+    qs = memories_visible(principal=principal, project=project)
+    if type:
+        try:
+            qs = qs.filter(type=normalize_type(type))
+        except ValueError:
+            raise Invalid(f"Unknown memory type {type!r}.", details={"field": "type"}) from None
+    exact = {
+        "scope": scope,
+        "source": source,
+        "needs_review": needs_review,
+        "embedding_status": embedding_status,
+        "deprecated": deprecated,
+    }
+    qs = qs.filter(**{name: value for name, value in exact.items() if value is not None})
+    if min_confidence is not None:
+        qs = qs.filter(confidence__gte=min_confidence)
+    if file:
+        qs = qs.filter(related_files__contains=[file.strip().removeprefix("./")])
+    if tag:
+        qs = qs.filter(tags__contains=[tag.strip()])
+    if text and text.strip():
+        terms = query_terms(text)
+        tsquery = "plainto_tsquery('english', %s)"
+        params: list[str] = [terms.words]
+        if terms.whole:
+            tsquery = f"({tsquery} || %s::tsquery)"
+            params.append(tsquery_any(terms.whole))
+        qs = qs.alias(
+            text_match=RawSQL(f"search_vector @@ {tsquery}", params, output_field=BooleanField())
+        ).filter(Q(content__icontains=text.strip()) | Q(text_match=True))
+    if cursor:
+        created_at, memory_id = _decode_cursor(cursor)
+        qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=memory_id))
+    page = list(qs.order_by("-created_at", "-id").prefetch_related("relations")[: limit + 1])
+    next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
+    return page[:limit], next_cursor

@@ -1,0 +1,358 @@
+"""Memories endpoints: create (one or a batch), list, get, patch, delete, feedback, search, context."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from ninja import Field, Query, Router, Status
+from pydantic import model_validator
+
+from apps.memories import selectors, services
+from apps.memories.drafts import MAX_BATCH, MAX_CONTENT_CHARS, MemoryDraft, WorkUnitRef
+from apps.memories.kinds import Scope
+from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
+from apps.memories.packing import citation
+from apps.tenants.roles import Perm
+from apps.tenants.selectors import project_get
+from apps.tenants.services import require
+from memorysaas.errors import Invalid
+from memorysaas.schemas import InputSchema, OutputSchema
+
+router = Router(tags=["memories"])
+
+
+# ---------------------------------------------------------------- schemas
+
+
+class MemoryIn(MemoryDraft, InputSchema):
+    """One memory. `type` is one of the 16 types or a Dex alias; secrets are redacted on the way in."""
+
+
+class BatchIn(InputSchema):
+    memories: list[MemoryIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class RelationOut(OutputSchema):
+    relation_type: str
+    target_memory_id: UUID | None
+    target_file_path: str
+    confidence: float
+
+
+class MemoryOut(OutputSchema):
+    id: UUID
+    project_id: UUID
+    organization_id: UUID
+    type: str
+    content: str
+    source: str
+    scope: str
+    confidence: float
+    tags: list[str]
+    related_files: list[str]
+    related_modules: list[str]
+    payload: dict
+    citation_text: str
+    citation: str
+    work_unit_ref: dict | None
+    methodology: str
+    session_id: str
+    provenance_session_ids: list[str]
+    commit_sha: str
+    decay_half_life_days: float | None
+    needs_review: bool
+    user_verified: bool
+    pinned: bool
+    deprecated: bool
+    deprecated_at: datetime | None
+    stale_at: datetime | None
+    disputed: bool
+    secrets_redacted: bool
+    secret_kinds: list[str]
+    chunk_type: str
+    chunk_start_line: int | None
+    chunk_end_line: int | None
+    access_count: int
+    used_count: int
+    helpful_count: int
+    flag_count: int
+    last_accessed_at: datetime | None
+    embedding_status: str
+    embedding_model: str
+    version: int
+    relations: list[RelationOut]
+    created_at: datetime
+    updated_at: datetime
+
+    @staticmethod
+    def resolve_citation(obj: Memory) -> str:
+        return citation(str(obj.id), obj.citation_text)
+
+    @staticmethod
+    def resolve_relations(obj: Memory) -> list:
+        return list(obj.relations.all())
+
+
+class BatchOut(OutputSchema):
+    count: int
+    memories: list[MemoryOut]
+
+
+class MemoryPage(OutputSchema):
+    items: list[MemoryOut]
+    next_cursor: str | None
+
+
+class MemoryFilters(InputSchema):
+    type: str | None = Field(None, description="A memory type (or Dex alias).")
+    scope: Scope | None = None
+    source: MemorySource | None = None
+    needs_review: bool | None = None
+    min_confidence: float | None = Field(None, ge=0, le=1)
+    file: str | None = Field(None, max_length=500, description="Memories that name this related file.")
+    tag: str | None = Field(None, max_length=100)
+    text: str | None = Field(None, max_length=500, description="Words or identifiers in the memory.")
+    embedding_status: EmbeddingStatus | None = None
+    deprecated: bool | None = Field(False, description="Deprecated memories are hidden unless asked for.")
+    cursor: str | None = Field(None, max_length=200)
+    limit: int = Field(50, ge=1, le=200)
+
+
+class MemoryPatch(InputSchema):
+    content: str | None = Field(None, min_length=1, max_length=MAX_CONTENT_CHARS)
+    type: str | None = None
+    tags: list[str] | None = None
+    related_files: list[str] | None = None
+    related_modules: list[str] | None = None
+    payload: dict[str, Any] | None = None
+    citation_text: str | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    scope: Scope | None = None
+    needs_review: bool | None = None
+    pinned: bool | None = None
+    deprecated: bool | None = None
+    decay_half_life_days: float | None = Field(None, gt=0)
+    work_unit_ref: WorkUnitRef | None = None
+    methodology: str | None = Field(None, max_length=40)
+    commit_sha: str | None = Field(None, max_length=64)
+
+    @model_validator(mode="after")
+    def something_to_change(self) -> MemoryPatch:
+        if not self.model_fields_set:
+            raise ValueError("send at least one field to change")
+        return self
+
+
+class FeedbackIn(InputSchema):
+    kind: FeedbackKind
+    content: str | None = Field(None, min_length=1, max_length=MAX_CONTENT_CHARS)
+    note: str = Field("", max_length=2000)
+    session_id: str = Field("", max_length=100)
+
+
+# ---------------------------------------------------------------- CRUD
+
+
+@router.post("/projects/{project_id}/memories", response={201: MemoryOut | BatchOut})
+def memories_create(request, project_id: UUID, payload: BatchIn | MemoryIn):
+    """Store one memory, or `{"memories": [...]}` — up to 500 in one transaction (all or none)."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_WRITE)
+    if isinstance(payload, BatchIn):
+        drafts = [MemoryDraft.model_validate(m.model_dump()) for m in payload.memories]
+        created = services.memories_create_batch(project=project, actor=request.auth, drafts=drafts)
+        memories = selectors.memories_by_ids([m.id for m in created])
+        return Status(201, {"count": len(memories), "memories": memories})
+    draft = MemoryDraft.model_validate(payload.model_dump())
+    memory = services.memory_create(project=project, actor=request.auth, draft=draft)
+    return Status(201, selectors.memories_by_ids([memory.id])[0])
+
+
+@router.get("/projects/{project_id}/memories", response=MemoryPage)
+def memories_list(request, project_id: UUID, filters: Query[MemoryFilters]):
+    """Memories that apply in the project, newest first, filtered; follow `next_cursor` for more."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    items, next_cursor = selectors.memories_list(
+        principal=request.auth, project=project, **filters.model_dump()
+    )
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.get("/memories/{memory_id}", response=MemoryOut)
+def memories_get(request, memory_id: UUID):
+    memory = selectors.memory_get(principal=request.auth, memory_id=memory_id)
+    require(request.auth, memory.organization_id, Perm.MEMORIES_READ)
+    return selectors.memories_by_ids([memory.id])[0]
+
+
+def _writable(request, memory_id: UUID) -> Memory:
+    memory = selectors.memory_get(principal=request.auth, memory_id=memory_id)
+    require(request.auth, memory.organization_id, Perm.MEMORIES_WRITE)
+    return memory
+
+
+@router.patch("/memories/{memory_id}", response=MemoryOut)
+def memories_patch(request, memory_id: UUID, payload: MemoryPatch):
+    """Change fields; every change is a new version, a content change re-embeds."""
+    memory = _writable(request, memory_id)
+    changes = payload.model_dump(exclude_unset=True)
+    if changes.get("pinned") is not None or changes.get("deprecated") is not None:
+        require(request.auth, memory.organization_id, Perm.MEMORIES_REVIEW)
+    memory = services.memory_update(memory=memory, actor=request.auth, changes=changes)
+    return selectors.memories_by_ids([memory.id])[0]
+
+
+@router.delete("/memories/{memory_id}", response={204: None})
+def memories_delete(request, memory_id: UUID):
+    """Delete a memory. Its author may; anyone else needs `memories:review`."""
+    memory = _writable(request, memory_id)
+    if not selectors.is_author(principal=request.auth, memory=memory):
+        require(request.auth, memory.organization_id, Perm.MEMORIES_REVIEW)
+    services.memory_delete(memory=memory, actor=request.auth)
+    return Status(204, None)
+
+
+@router.post("/memories/{memory_id}/feedback", response=MemoryOut)
+def memories_feedback(request, memory_id: UUID, payload: FeedbackIn):
+    """confirm → verified; correct (with `content`) → new version, history kept; flag → −0.2
+    confidence and needs review; dispute → ×0.8 in retrieval and needs review; used/helpful count."""
+    memory = _writable(request, memory_id)
+    if payload.kind == FeedbackKind.CORRECT and not payload.content:
+        raise Invalid("A correction needs the corrected content.", details={"field": "content"})
+    memory = services.memory_feedback(
+        memory=memory,
+        actor=request.auth,
+        kind=payload.kind.value,
+        content=payload.content,
+        note=payload.note,
+        session_id=payload.session_id,
+    )
+    return selectors.memories_by_ids([memory.id])[0]
+
+
+# ---------------------------------------------------------------- retrieval
+
+
+QueryKind = Literal["identifier", "semantic", "structural"]
+
+
+class SearchIn(InputSchema):
+    query: str = Field(min_length=1, max_length=2000)
+    files: list[str] = Field(default_factory=list, max_length=50)
+    phase: str | None = Field(None, max_length=40, description="A universal or methodology phase.")
+    limit: int = Field(8, ge=1, le=50)
+    query_kind: QueryKind | None = Field(None, description="Override the detected query type.")
+    types: list[MemoryType] | None = None
+    rerank: bool = True
+
+
+class PathRanks(OutputSchema):
+    dense: int | None
+    keyword: int | None
+    graph: int | None
+
+
+class ScoreParts(OutputSchema):
+    rrf: float
+    boost: float
+    phase_weight: float
+    source_trust: float
+    confidence: float
+    dispute: float
+    score: float
+    rerank: float | None
+
+
+class SearchHit(OutputSchema):
+    rank: int
+    memory: MemoryOut
+    ranks: PathRanks
+    components: ScoreParts
+    boost_reason: str | None
+    stale: bool
+    citation: str
+
+
+class SearchOut(OutputSchema):
+    query: str
+    query_kind: str
+    phase: str
+    weights: dict[str, float]
+    results: list[SearchHit]
+    candidates: dict[str, int]
+    timings_ms: dict[str, float]
+    reranker: str
+
+
+@router.post("/projects/{project_id}/search", response=SearchOut)
+def memories_search(request, project_id: UUID, payload: SearchIn):
+    """Hybrid search: dense + keyword + graph paths, weighted RRF, neighbourhood boost, phase,
+    trust, confidence and dispute weighting, rerank. Each result carries its rank in every path,
+    its score components and any boost reason; the response carries per-stage timings."""
+    from apps.memories.search import search
+
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    result = search(
+        principal=request.auth,
+        project=project,
+        query=payload.query,
+        files=payload.files,
+        phase=payload.phase,
+        limit=payload.limit,
+        query_kind=payload.query_kind,
+        types=[t.value for t in payload.types] if payload.types else None,
+        rerank=payload.rerank,
+    )
+    return result.as_dict()
+
+
+class ContextIn(InputSchema):
+    phase: str | None = Field(None, max_length=40)
+    task: str = Field("", max_length=4000)
+    files: list[str] = Field(default_factory=list, max_length=100)
+    session_id: str = Field("", max_length=100)
+    token_budget: int | None = Field(None, ge=50, le=32000)
+
+    @model_validator(mode="after")
+    def needs_something(self) -> ContextIn:
+        if not self.task.strip() and not self.files:
+            raise ValueError("send a task, files, or both")
+        return self
+
+
+class ContextMemory(OutputSchema):
+    id: UUID
+    type: str
+    citation: str
+    tokens: int
+    score: float
+    related_files: list[str]
+
+
+class ContextOut(OutputSchema):
+    phase: str
+    text: str
+    token_count: int
+    token_budget: int
+    memories: list[ContextMemory]
+    session_notes: int
+    timings_ms: dict[str, float]
+
+
+@router.post("/projects/{project_id}/context", response=ContextOut)
+def memories_context(request, project_id: UUID, payload: ContextIn):
+    """Packed memories for a phase, task and files, inside the phase's token budget (or yours).
+    Stale or low-confidence memories are never injected; each injection counts as an access."""
+    from apps.memories.search import build_context
+
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return build_context(
+        principal=request.auth,
+        project=project,
+        phase=payload.phase,
+        task=payload.task,
+        files=payload.files,
+        session_id=payload.session_id,
+        token_budget=payload.token_budget,
+    )

@@ -1,0 +1,179 @@
+"""The retrieval pipeline's pure stages (ARCHITECTURE §5, V5 §7): query-type detection, weighted
+RRF, the graph-neighbourhood boost, phase × trust × decayed confidence × dispute weighting and
+the local precision rerank. Plain data in, plain data out; no Django import.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from apps.memories.codetokens import is_code_like
+from apps.memories.kinds import DISPUTE_PENALTY, PHASE_WEIGHTS, SOURCE_TRUST
+
+RRF_K = 60
+PATHS = ("dense", "keyword", "graph")
+
+# V5 §7 stage 2a: path weights by detected query type.
+RRF_WEIGHTS: dict[str, dict[str, float]] = {
+    "identifier": {"keyword": 0.5, "graph": 0.3, "dense": 0.2},
+    "semantic": {"dense": 0.5, "keyword": 0.25, "graph": 0.25},
+    "structural": {"graph": 0.6, "keyword": 0.25, "dense": 0.15},
+}
+
+# V5 §7 stage 2b: the boost for positions 11–50 that neighbour the top 10's files.
+BOOST_TOP_K = 10
+BOOST_WINDOW = 50
+BOOST_FACTOR = 0.3
+
+_RAW_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
+_STRUCTURAL_WORDS = re.compile(
+    r"\b(imports?|imported|importers?|depend(s|ency|encies|ent|ents)?|callers?|callees?|"
+    r"impact|affect(s|ed)?|who uses|uses of|subclass(es)?|downstream|upstream|neighbou?rs?)\b",
+    re.IGNORECASE,
+)
+
+
+def identifier_tokens(query: str, files: Sequence[str] = ()) -> list[str]:
+    """Code-like tokens in the query (identifiers, dotted names, paths) other than the files in play."""
+    in_play = {f.lower() for f in files}
+    return [
+        token for token in _RAW_TOKEN.findall(query) if is_code_like(token) and token.lower() not in in_play
+    ]
+
+
+def detect_query_kind(query: str, files: Sequence[str] = ()) -> str:
+    """identifier / semantic / structural (V5 §7, adapted for a server that sees the files in play).
+
+    Identifier: the query names code (camelCase, snake_case, dotted names, error classes, paths)
+    beyond the files in play. Structural: files are in play and the query is about them or their
+    relations (imports, callers, impact). Semantic otherwise.
+    """
+    if identifier_tokens(query, files):
+        return "identifier"
+    if files:
+        lowered = query.lower()
+        if _STRUCTURAL_WORDS.search(query) or any(f.lower() in lowered for f in files):
+            return "structural"
+        if any(f.rsplit("/", 1)[-1].lower() in lowered for f in files):
+            return "structural"
+    return "semantic"
+
+
+def weighted_rrf(
+    rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: int = RRF_K
+) -> dict[str, float]:
+    """Σ weight_path / (k + rank) over the paths that found each id (ranks start at 1)."""
+    scores: dict[str, float] = {}
+    for path, ids in rankings.items():
+        weight = weights.get(path, 0.0)
+        if weight <= 0:
+            continue
+        for rank, memory_id in enumerate(ids, start=1):
+            scores[memory_id] = scores.get(memory_id, 0.0) + weight / (k + rank)
+    return scores
+
+
+@dataclass
+class Boost:
+    amount: float
+    reason: str
+
+
+def neighbourhood_boost(
+    ordered: Sequence[str],
+    scores: Mapping[str, float],
+    files_of: Mapping[str, Sequence[str]],
+    neighbours_of_top: Mapping[str, float],
+    *,
+    top_k: int = BOOST_TOP_K,
+    window: int = BOOST_WINDOW,
+    factor: float = BOOST_FACTOR,
+) -> dict[str, Boost]:
+    """Boosts for candidates ranked top_k+1..window whose files neighbour the top results' files.
+
+    V5 adds 0.3 × neighbour_count / |top files| to the fused score. Weighted RRF scores live on a
+    1/k scale, so the boost is taken relative to the best fused score: a full neighbourhood match
+    is worth 0.3 × the leader, enough to climb into the top ten, not to take the lead.
+    """
+    if not ordered or not neighbours_of_top:
+        return {}
+    top_files = {f for memory_id in ordered[:top_k] for f in files_of.get(memory_id, ())}
+    best = scores[ordered[0]]
+    boosts: dict[str, Boost] = {}
+    for memory_id in ordered[top_k:window]:
+        hits = [f for f in files_of.get(memory_id, ()) if f in neighbours_of_top]
+        if not hits:
+            continue
+        strength = sum(neighbours_of_top[f] for f in hits)
+        share = min(1.0, strength / max(len(top_files), 1))
+        boosts[memory_id] = Boost(
+            factor * share * best, f"graph_neighbourhood: {', '.join(sorted(hits)[:3])}"
+        )
+    return boosts
+
+
+def decayed_confidence(
+    confidence: float,
+    *,
+    age_days: float,
+    half_life_days: float | None,
+    pinned: bool = False,
+    user_verified: bool = False,
+) -> float:
+    """Confidence halved every half-life since the memory was last used; pinned and verified
+    memories and types without a half-life do not decay (V5 §18)."""
+    if pinned or user_verified or not half_life_days or age_days <= 0:
+        return confidence
+    return confidence * math.pow(0.5, age_days / half_life_days)
+
+
+@dataclass
+class Weighting:
+    phase_weight: float
+    source_trust: float
+    confidence: float
+    dispute: float
+
+    @property
+    def factor(self) -> float:
+        return self.phase_weight * self.source_trust * self.confidence * self.dispute
+
+
+def weighting(*, phase: str, memory_type: str, source: str, confidence: float, disputed: bool) -> Weighting:
+    return Weighting(
+        phase_weight=PHASE_WEIGHTS.get(phase, {}).get(memory_type, 1.0),
+        source_trust=SOURCE_TRUST.get(source, 1.0),
+        confidence=confidence,
+        dispute=DISPUTE_PENALTY if disputed else 1.0,
+    )
+
+
+@dataclass
+class RerankInput:
+    memory_id: str
+    score: float
+    cosine: float | None  # exact query–memory cosine at full dimensions, None without a vector
+    keyword_rank: int | None = None
+    extras: dict = field(default_factory=dict)
+
+
+def local_precision_rerank(items: Sequence[RerankInput], *, keep: int) -> list[tuple[str, float]]:
+    """The no-API rerank stage: blend each candidate's pipeline score (normalised to the best) with
+    its exact full-dimension cosine to the query, so a candidate carried by one path only must
+    also be close in meaning to stay. Returns (id, rerank score) best first, `keep` of them."""
+    if not items:
+        return []
+    best = max(item.score for item in items) or 1.0
+    cosines = [item.cosine for item in items if item.cosine is not None]
+    low, high = (min(cosines), max(cosines)) if cosines else (0.0, 1.0)
+    spread = (high - low) or 1.0
+    scored = []
+    for item in items:
+        relative = item.score / best
+        closeness = 0.5 if item.cosine is None else (item.cosine - low) / spread
+        scored.append((item.memory_id, 0.7 * relative + 0.3 * closeness))
+    scored.sort(key=lambda pair: (-pair[1], pair[0]))
+    return scored[:keep]

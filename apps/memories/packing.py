@@ -1,0 +1,150 @@
+"""Context packing (V5 §7 stage 4): fit ranked memories into a phase's token budget with per-type
+allocations, drop near-duplicates, cluster by file and cite each memory. Pure: no Django.
+
+Tokens are estimated, not counted by a downloaded tokenizer (the service never fetches one):
+`estimate_tokens` takes the larger of chars/4 and 4/3 per word-or-symbol run, which tracks
+cl100k-style tokenizers within about 10% on English prose and over-counts code slightly — the
+safe side for a budget.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from apps.memories.kinds import PACKING
+
+_PIECES = re.compile(r"\w+|[^\w\s]")
+DEDUPE_JACCARD = 0.8
+OTHER = "other"
+
+
+def estimate_tokens(text: str) -> int:
+    if not text:
+        return 0
+    return max(math.ceil(len(text) / 4), math.ceil(len(_PIECES.findall(text)) * 0.75))
+
+
+def citation(memory_id: str, citation_text: str) -> str:
+    return f"[Memory #{str(memory_id)[:8]}: {citation_text}]"
+
+
+@dataclass
+class PackItem:
+    memory_id: str
+    memory_type: str
+    content: str
+    citation_text: str
+    related_files: Sequence[str]
+    score: float
+
+    @property
+    def line(self) -> str:
+        return f"- ({self.memory_type}) {' '.join(self.content.split())} {citation(self.memory_id, self.citation_text)}"
+
+
+@dataclass
+class Packed:
+    text: str
+    token_count: int
+    budget: int
+    items: list[tuple[PackItem, int]] = field(default_factory=list)  # (item, its tokens)
+
+
+def budget_for(phase: str, token_budget: int | None = None) -> tuple[int, dict[str, float]]:
+    total, allocation = PACKING.get(phase, PACKING["explore"])
+    return (token_budget or total), allocation
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in re.findall(r"\w+", text))
+
+
+def _duplicate(words: frozenset[str], kept: list[frozenset[str]]) -> bool:
+    for other in kept:
+        union = len(words | other)
+        if union and len(words & other) / union >= DEDUPE_JACCARD:
+            return True
+    return False
+
+
+def _select(items: Sequence[PackItem], budget: int, allocation: dict[str, float], header: int) -> list:
+    """Two passes: each type fills its own share first (best score first), then whatever budget the
+    shares left unused goes to the best remaining items of any type."""
+    bucket_of = {
+        item.memory_id: item.memory_type if item.memory_type in allocation else OTHER for item in items
+    }
+    room = {name: share * budget for name, share in allocation.items()}
+    used = header
+    chosen: list[tuple[PackItem, int]] = []
+    kept_words: list[frozenset[str]] = []
+    skipped: list[tuple[PackItem, int, frozenset[str]]] = []
+    for item in items:
+        words = _words(item.content)
+        if _duplicate(words, kept_words):
+            continue
+        cost = estimate_tokens(item.line) + 1
+        bucket = bucket_of[item.memory_id]
+        if cost <= room.get(bucket, 0.0) and used + cost <= budget:
+            room[bucket] -= cost
+            used += cost
+            chosen.append((item, cost))
+            kept_words.append(words)
+        else:
+            skipped.append((item, cost, words))
+    for item, cost, words in skipped:
+        if used + cost <= budget and not _duplicate(words, kept_words):
+            used += cost
+            chosen.append((item, cost))
+            kept_words.append(words)
+    return chosen
+
+
+def pack(
+    items: Sequence[PackItem],
+    *,
+    phase: str,
+    token_budget: int | None = None,
+    notes: Sequence[str] = (),
+) -> Packed:
+    """Pack `items` (best first) for `phase`. Session notes, if any, come first and share the budget."""
+    budget, allocation = budget_for(phase, token_budget)
+    title = f"## Project memory ({phase})"
+    note_lines = [f"- (session note) {' '.join(n.split())}" for n in notes]
+    header = estimate_tokens(title) + 1
+    kept_notes = []
+    for line in note_lines:
+        cost = estimate_tokens(line) + 1
+        if header + cost > budget // 4:
+            break
+        header += cost
+        kept_notes.append(line)
+    chosen = _select(items, budget, allocation, header)
+    text, chosen = _render(title, kept_notes, chosen)
+    # Group headings were not in the per-item costs: drop the weakest until the whole fits.
+    while chosen and estimate_tokens(text) > budget:
+        weakest = min(chosen, key=lambda pair: pair[0].score)
+        text, chosen = _render(title, kept_notes, [c for c in chosen if c is not weakest])
+    if not chosen and not kept_notes:
+        return Packed(text="", token_count=0, budget=budget)
+    return Packed(text=text, token_count=estimate_tokens(text), budget=budget, items=chosen)
+
+
+def _render(title: str, notes: list[str], chosen: list[tuple[PackItem, int]]) -> tuple[str, list]:
+    """The packed text, clustered by file (groups in order of their best item), and the chosen
+    items in the order they appear in it."""
+    groups: dict[str, list[tuple[PackItem, int]]] = {}
+    for pair in sorted(chosen, key=lambda pair: -pair[0].score):
+        item = pair[0]
+        key = item.related_files[0] if item.related_files else "general"
+        groups.setdefault(key, []).append(pair)
+    lines = [title]
+    if notes:
+        lines += ["### This session", *notes]
+    for key, members in groups.items():
+        lines.append(f"### {key}")
+        lines += [item.line for item, _cost in members]
+    ordered = [pair for members in groups.values() for pair in members]
+    return "\n".join(lines), ordered

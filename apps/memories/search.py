@@ -1,0 +1,493 @@
+"""The retrieval pipeline (ARCHITECTURE §5): candidates → weighted RRF → neighbourhood boost →
+phase × trust × decayed confidence × dispute → rerank → (for /context) packing.
+
+`search()` is what the API, the dashboard and the benchmarks call; `build_context()` packs its
+results for an agent. Every query starts from the memories that apply in the project for the
+principal (`memories_visible`), so a tenant filter is part of each path's SQL, and the dense
+path runs with pgvector's iterative index scan so that filter does not cost recall.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import connection, transaction
+from django.db.models import BooleanField, FloatField, IntegerField, TextField
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
+
+from apps.memories import fusion
+from apps.memories.codetokens import tsquery_any
+from apps.memories.contextual import query_embedding_text
+from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
+from apps.memories.kinds import universal_phase
+from apps.memories.models import Memory, MemoryQuerySet
+from apps.memories.neighbours import file_neighbours
+from apps.memories.packing import PackItem, citation, pack
+from apps.memories.selectors import memories_by_ids, memories_visible
+from apps.memories.vectors import distance_expr, set_search_params, vector_literal
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+
+logger = logging.getLogger(__name__)
+
+DENSE_TOP = 30
+KEYWORD_TOP = 20
+KEYWORD_POOL = 200
+GRAPH_TOP = 15
+RERANK_TOP = 20
+_WEIGHT_FIELDS = (
+    "id", "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
+    "decay_half_life_days", "last_accessed_at", "created_at", "related_files",
+)  # fmt: skip
+
+
+@dataclass
+class Hit:
+    memory: Memory
+    rank: int
+    ranks: dict[str, int | None]
+    components: dict[str, float | None]
+    boost_reason: str | None
+    stale: bool
+
+    @property
+    def citation(self) -> str:
+        return citation(str(self.memory.id), self.memory.citation_text)
+
+    @property
+    def score(self) -> float:
+        return float(self.components["score"] or 0.0)
+
+
+@dataclass
+class SearchResult:
+    query: str
+    query_kind: str
+    phase: str
+    weights: dict[str, float]
+    hits: list[Hit]
+    candidates: dict[str, int]
+    timings_ms: dict[str, float]
+    reranker: str
+    rankings: dict[str, list[str]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "query_kind": self.query_kind,
+            "phase": self.phase,
+            "weights": self.weights,
+            "results": [
+                {
+                    "rank": hit.rank,
+                    "memory": hit.memory,
+                    "ranks": hit.ranks,
+                    "components": hit.components,
+                    "boost_reason": hit.boost_reason,
+                    "stale": hit.stale,
+                    "citation": hit.citation,
+                }
+                for hit in self.hits
+            ],
+            "candidates": self.candidates,
+            "timings_ms": self.timings_ms,
+            "reranker": self.reranker,
+        }
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.start = self.mark = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round((now - self.mark) * 1000, 3)
+        self.mark = now
+
+    def total(self) -> dict[str, float]:
+        self.timings["total"] = round((time.perf_counter() - self.start) * 1000, 3)
+        return self.timings
+
+
+# ---------------------------------------------------------------- candidate paths
+
+
+def dense_path(
+    base: MemoryQuerySet, vector: np.ndarray, *, model_id: str, limit: int = DENSE_TOP
+) -> list[tuple[str, float]]:
+    """(id, cosine) nearest first among `base`, through the HNSW index of this model's dimensions."""
+    dims = int(len(vector))
+    literal = vector_literal(vector)
+    rows = (
+        base.filter(embedding_dims=dims, embedding_model=model_id)
+        .annotate(distance=RawSQL(distance_expr(dims), [literal], output_field=FloatField()))
+        .order_by("distance")
+        .values_list("id", "distance")[:limit]
+    )
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            set_search_params(cursor)
+        found = list(rows)
+    return [(str(memory_id), 1.0 - float(distance)) for memory_id, distance in found]
+
+
+def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
+    """Every lexeme the query can match (verbatim identifiers + english-stemmed words) with its
+    document frequency in the project, and the project's memory count."""
+    terms = query_terms(query)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH q AS (
+                SELECT DISTINCT unnest(%s::text[] || tsvector_to_array(to_tsvector('english', %s))) AS term
+            )
+            SELECT q.term, coalesce(t.df, 0) FROM q
+            LEFT JOIN memories_termstat t ON t.project_id = %s AND t.term = q.term
+            UNION ALL
+            SELECT '', coalesce((SELECT df FROM memories_termstat WHERE project_id = %s AND term = ''), 0)
+            """,
+            [terms.whole, terms.words, str(project.id), str(project.id)],
+        )
+        rows = cursor.fetchall()
+    n_docs = 0
+    dfs: dict[str, int] = {}
+    for term, df in rows:
+        if term == "":
+            n_docs = int(df)
+        elif len(term) <= 200:
+            dfs[term] = int(df)
+    return dfs, n_docs
+
+
+def keyword_path(
+    base: MemoryQuerySet, query: str, project: Project, *, limit: int = KEYWORD_TOP
+) -> list[tuple[str, float]]:
+    """(id, BM25) best first: PostgreSQL's GIN index finds memories holding the query's rarer
+    lexemes, BM25 over all query lexemes (field-weighted, project DF) ranks them."""
+    dfs, n_docs = _query_lexemes(query, project)
+    if not dfs:
+        return []
+    selection = {term: max(df, 1) for term, df in dfs.items()}
+    filter_terms = select_filter_terms(selection, max(n_docs, 1))
+    tsquery = tsquery_any(filter_terms)
+    all_terms = list(dfs)
+    rows = (
+        base.alias(kw=RawSQL("search_vector @@ %s::tsquery", [tsquery], output_field=BooleanField()))
+        .filter(kw=True)
+        .annotate(
+            ts=RawSQL("ts_rank(search_vector, %s::tsquery)", [tsquery], output_field=FloatField()),
+            doclen=RawSQL("length(search_vector)", [], output_field=IntegerField()),
+            hits=RawSQL(
+                "(SELECT array_agg(u.lexeme || ':' || array_to_string(u.weights, ''))"
+                " FROM unnest(search_vector) u WHERE u.lexeme = ANY(%s::text[]))",
+                [all_terms],
+                output_field=ArrayField(TextField()),
+            ),
+        )
+        .order_by("-ts", "id")
+        .values_list("id", "doclen", "hits")[:KEYWORD_POOL]
+    )
+    candidates = []
+    for memory_id, doclen, hits in rows:
+        matches: dict[str, float] = {}
+        for hit in hits or ():
+            lexeme, _, weights = hit.rpartition(":")
+            matches[lexeme] = weighted_tf(weights or "D")
+        candidates.append(Candidate(memory_id=str(memory_id), length=int(doclen or 1), matches=matches))
+    return bm25(candidates, dfs, max(n_docs, 1))[:limit]
+
+
+def graph_path(
+    base: MemoryQuerySet, neighbours: dict[str, float], *, limit: int = GRAPH_TOP
+) -> list[tuple[str, float]]:
+    """(id, strength) for memories attached to neighbours of the files in play: the closest
+    neighbour's weight plus a little for each further one."""
+    if not neighbours:
+        return []
+    rows = base.filter(related_files__overlap=list(neighbours)).values_list(
+        "id", "related_files", "confidence"
+    )[:500]
+    scored = []
+    for memory_id, files, confidence in rows:
+        weights = sorted((neighbours[f] for f in files if f in neighbours), reverse=True)
+        strength = weights[0] + 0.1 * sum(weights[1:]) + 0.01 * confidence
+        scored.append((str(memory_id), strength))
+    scored.sort(key=lambda pair: (-pair[1], pair[0]))
+    return scored[:limit]
+
+
+# ---------------------------------------------------------------- rerank
+
+
+def _cohere_rerank(query: str, documents: list[str], keep: int) -> list[tuple[int, float]]:
+    import cohere
+
+    client = cohere.ClientV2(
+        api_key=settings.COHERE_API_KEY, base_url=settings.COHERE_BASE_URL or None, timeout=10
+    )
+    response = client.rerank(model=settings.COHERE_RERANK_MODEL, query=query, documents=documents, top_n=keep)
+    return [(item.index, float(item.relevance_score)) for item in response.results]
+
+
+def _cosines(ids: Sequence[str], vector: np.ndarray | None, model_id: str) -> dict[str, float]:
+    if vector is None or not ids:
+        return {}
+    rows = Memory.objects.filter(
+        id__in=list(ids), embedding_model=model_id, embedding_dims=len(vector)
+    ).values_list("id", "embedding")
+    return {str(i): float(np.dot(np.asarray(e, dtype=np.float32), vector)) for i, e in rows if e is not None}
+
+
+# ---------------------------------------------------------------- the pipeline
+
+
+def search(
+    *,
+    principal: Principal,
+    project: Project,
+    query: str,
+    files: Sequence[str] = (),
+    phase: str | None = None,
+    limit: int = 8,
+    query_kind: str | None = None,
+    types: Sequence[str] | None = None,
+    rerank: bool = True,
+    include_stale: bool = True,
+    paths: Sequence[str] = fusion.PATHS,
+    boost: bool = True,
+    weigh: bool = True,
+) -> SearchResult:
+    """Rank the memories that apply in `project` for `principal` against `query` and `files`.
+
+    `paths`, `boost`, `weigh` and `rerank` switch stages off (the evaluation compares them).
+    """
+    from apps.memories.embeddings import embed_query, get_provider
+
+    clock = _Clock()
+    files = [f.strip().removeprefix("./") for f in files if f and f.strip()]
+    phase_name = universal_phase(phase)
+    kind = query_kind or fusion.detect_query_kind(query, files)
+    weights = {p: w for p, w in fusion.RRF_WEIGHTS[kind].items() if p in paths}
+    base = memories_visible(principal=principal, project=project).active()
+    if types:
+        base = base.filter(type__in=list(types))
+    if not include_stale:
+        base = base.filter(stale_at__isnull=True)
+    clock.lap("prepare")
+
+    provider = get_provider()
+    vector = None
+    rankings: dict[str, list[tuple[str, float]]] = {}
+    if "dense" in paths and query.strip():
+        vector = embed_query(query_embedding_text(query), provider)
+        clock.lap("embed")
+        rankings["dense"] = dense_path(base, vector, model_id=provider.model_id)
+        clock.lap("dense")
+    if "keyword" in paths and query.strip():
+        rankings["keyword"] = keyword_path(base, query, project)
+        clock.lap("keyword")
+    if "graph" in paths and files:
+        neighbours, _origin = file_neighbours(project.id, files)
+        rankings["graph"] = graph_path(base, neighbours)
+        clock.lap("graph")
+
+    ranked_ids = {path: [i for i, _ in found] for path, found in rankings.items()}
+    fused = fusion.weighted_rrf(ranked_ids, weights)
+    ordered = sorted(fused, key=lambda i: (-fused[i], i))
+    info = {str(row["id"]): row for row in Memory.objects.filter(id__in=ordered).values(*_WEIGHT_FIELDS)}
+    ordered = [i for i in ordered if i in info]
+    clock.lap("fuse")
+
+    boosts: dict[str, fusion.Boost] = {}
+    if boost and len(ordered) > fusion.BOOST_TOP_K:
+        top_files = list(
+            dict.fromkeys(f for i in ordered[: fusion.BOOST_TOP_K] for f in info[i]["related_files"])
+        )
+        neighbours_of_top, _ = file_neighbours(project.id, top_files)
+        boosts = fusion.neighbourhood_boost(
+            ordered, fused, {i: info[i]["related_files"] for i in ordered}, neighbours_of_top
+        )
+    clock.lap("boost")
+
+    now = timezone.now()
+    components: dict[str, dict[str, float | None]] = {}
+    for memory_id in ordered:
+        row = info[memory_id]
+        boosted = fused[memory_id] + (boosts[memory_id].amount if memory_id in boosts else 0.0)
+        age = (now - (row["last_accessed_at"] or row["created_at"])).total_seconds() / 86400
+        confidence = fusion.decayed_confidence(
+            row["confidence"],
+            age_days=age,
+            half_life_days=row["decay_half_life_days"],
+            pinned=row["pinned"],
+            user_verified=row["user_verified"],
+        )
+        w = fusion.weighting(
+            phase=phase_name,
+            memory_type=row["type"],
+            source=row["source"],
+            confidence=confidence,
+            disputed=row["disputed"],
+        )
+        components[memory_id] = {
+            "rrf": round(fused[memory_id], 6),
+            "boost": round(boosted - fused[memory_id], 6),
+            "phase_weight": w.phase_weight,
+            "source_trust": w.source_trust,
+            "confidence": round(confidence, 4),
+            "dispute": w.dispute,
+            "score": boosted * w.factor if weigh else boosted,
+            "rerank": None,
+        }
+    ordered.sort(key=lambda i: (-float(components[i]["score"] or 0.0), i))
+    clock.lap("weigh")
+
+    reranker = "none"
+    if rerank and ordered:
+        ordered, reranker = _rerank(query, ordered, components, vector, provider.model_id, limit)
+    clock.lap("rerank")
+
+    final = ordered[:limit]
+    memories = {str(m.id): m for m in memories_by_ids(final)}
+    path_rank = {path: {i: r for r, i in enumerate(ids, start=1)} for path, ids in ranked_ids.items()}
+    hits = [
+        Hit(
+            memory=memories[memory_id],
+            rank=position,
+            ranks={p: path_rank.get(p, {}).get(memory_id) for p in fusion.PATHS},
+            components={
+                k: (round(v, 6) if isinstance(v, float) else v) for k, v in components[memory_id].items()
+            },
+            boost_reason=boosts[memory_id].reason if memory_id in boosts else None,
+            stale=info[memory_id]["stale_at"] is not None,
+        )
+        for position, memory_id in enumerate(final, start=1)
+        if memory_id in memories
+    ]
+    clock.lap("load")
+    return SearchResult(
+        query=query,
+        query_kind=kind,
+        phase=phase_name,
+        weights=weights,
+        hits=hits,
+        candidates={**{p: len(r) for p, r in rankings.items()}, "fused": len(fused)},
+        timings_ms=clock.total(),
+        reranker=reranker,
+        rankings=ranked_ids,
+    )
+
+
+def _rerank(
+    query: str,
+    ordered: list[str],
+    components: dict[str, dict[str, float | None]],
+    vector: np.ndarray | None,
+    model_id: str,
+    limit: int,
+) -> tuple[list[str], str]:
+    """Rerank the top 20 (or `limit`, if larger) and keep them ahead of the rest."""
+    head = ordered[: max(RERANK_TOP, limit)]
+    tail = ordered[len(head) :]
+    if settings.COHERE_API_KEY:
+        contents = dict(Memory.objects.filter(id__in=head).values_list("id", "content"))
+        documents = [contents[UUID(i)] for i in head]
+        try:
+            reranked = _cohere_rerank(query, documents, len(head))
+        except Exception:
+            logger.exception("Cohere rerank failed; using the local precision stage")
+        else:
+            for index, relevance in reranked:
+                components[head[index]]["rerank"] = round(relevance, 6)
+            picked = [head[index] for index, _ in reranked]
+            return picked + [i for i in head if i not in set(picked)] + tail, "cohere"
+    cosines = _cosines(head, vector, model_id)
+    items = [
+        fusion.RerankInput(memory_id=i, score=float(components[i]["score"] or 0.0), cosine=cosines.get(i))
+        for i in head
+    ]
+    reranked_local = fusion.local_precision_rerank(items, keep=len(head))
+    for memory_id, value in reranked_local:
+        components[memory_id]["rerank"] = round(value, 6)
+    return [i for i, _ in reranked_local] + tail, "local"
+
+
+# ---------------------------------------------------------------- context packing
+
+
+def build_context(
+    *,
+    principal: Principal,
+    project: Project,
+    phase: str | None,
+    task: str,
+    files: Sequence[str] = (),
+    session_id: str = "",
+    token_budget: int | None = None,
+) -> dict[str, Any]:
+    """What an agent is given for a phase, task and files: the best applicable memories packed
+    into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
+    whose decayed confidence is under the project's injection threshold are never injected.
+    Each injected memory is recorded as an access."""
+    from apps.memories.retrieval import injection_min_confidence, session_notes
+    from apps.memories.services import memories_record_access
+
+    phase_name = universal_phase(phase)
+    query = task.strip() or " ".join(files)
+    result = search(
+        principal=principal,
+        project=project,
+        query=query,
+        files=files,
+        phase=phase_name,
+        limit=25,
+        include_stale=False,
+    )
+    minimum = injection_min_confidence(project)
+    items = [
+        PackItem(
+            memory_id=str(hit.memory.id),
+            memory_type=hit.memory.type,
+            content=hit.memory.content,
+            citation_text=hit.memory.citation_text,
+            related_files=hit.memory.related_files,
+            score=hit.score,
+        )
+        for hit in result.hits
+        if (hit.components["confidence"] or 0.0) >= minimum
+    ]
+    notes = [n["content"] for n in session_notes(session_id=session_id or None, project=project)]
+    started = time.perf_counter()
+    packed = pack(items, phase=phase_name, token_budget=token_budget, notes=notes)
+    used = [item.memory_id for item, _ in packed.items]
+    memories_record_access(memory_ids=used)
+    timings = {**result.timings_ms, "pack": round((time.perf_counter() - started) * 1000, 3)}
+    return {
+        "phase": phase_name,
+        "text": packed.text,
+        "token_count": packed.token_count,
+        "token_budget": packed.budget,
+        "memories": [
+            {
+                "id": item.memory_id,
+                "type": item.memory_type,
+                "citation": citation(item.memory_id, item.citation_text),
+                "tokens": tokens,
+                "score": round(item.score, 6),
+                "related_files": list(item.related_files),
+            }
+            for item, tokens in packed.items
+        ],
+        "session_notes": len(notes),
+        "timings_ms": timings,
+    }

@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from apps.memories.models import Memory, MemoryVersion
+from apps.tenants.roles import Role
+from tests.factories import ProjectFactory, TeamFactory
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+FAKE_ANTHROPIC_KEY = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8" * 5
+
+
+def _get(client, path: str, params: dict | None = None):
+    return client.client.get(f"/api/v1/{path}", params or {}, **client.headers)
+
+
+def _body(**fields):
+    return {"type": "gotcha", "content": "QuerySet.update() skips save() and signals.", **fields}
+
+
+def test_it_creates_one_memory(alice, api_client):
+    client = api_client(alice.key)
+    response = client.post(f"projects/{alice.project.id}/memories", _body(related_files=["./a/b.py"]))
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["type"] == "gotcha" and body["version"] == 1
+    assert body["related_files"] == ["a/b.py"]
+    assert body["embedding_status"] == "ready"
+    assert body["citation"].startswith(f"[Memory #{body['id'][:8]}: ")
+
+
+def test_it_creates_a_batch_in_one_transaction(alice, api_client):
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/memories"
+    response = client.post(url, {"memories": [_body(content=f"fact {i}") for i in range(3)]})
+    assert response.status_code == 201, response.content
+    assert response.json()["count"] == 3
+    bad = client.post(url, {"memories": [_body(content="fine"), _body(type="nonsense")]})
+    assert bad.status_code == 422
+    assert Memory.objects.filter(project=alice.project).count() == 3
+
+
+def test_batch_over_500_and_long_content_are_422(alice, api_client):
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/memories"
+    assert client.post(url, {"memories": [_body()] * 501}).status_code == 422
+    response = client.post(url, _body(content="x" * 4001))
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "validation_error"
+    assert client.post(url, _body(colour="red")).status_code == 422
+
+
+def test_a_secret_never_reaches_the_database(alice, api_client):
+    client = api_client(alice.key)
+    response = client.post(
+        f"projects/{alice.project.id}/memories",
+        _body(content=f"Deploy with ANTHROPIC key {FAKE_ANTHROPIC_KEY} set.", tags=[FAKE_ANTHROPIC_KEY]),
+    )
+    assert response.status_code == 201
+    body = response.json()
+    assert body["secrets_redacted"] and body["needs_review"]
+    assert "[REDACTED:" in body["content"]
+    memory_id = body["id"]
+    client.patch(f"memories/{memory_id}", {"content": f"now {FAKE_ANTHROPIC_KEY}"})
+    client.post(f"memories/{memory_id}/feedback", {"kind": "flag", "note": FAKE_ANTHROPIC_KEY})
+    with connection.cursor() as cursor:
+        for table in (
+            "memories_memory",
+            "memories_memoryversion",
+            "memories_memoryfeedback",
+            "tenants_auditlog",
+        ):
+            cursor.execute(
+                f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s", [f"%{FAKE_ANTHROPIC_KEY[:30]}%"]
+            )
+            assert cursor.fetchone()[0] == 0, table
+
+
+def test_list_filters_and_paginates(alice, api_client, django_assert_max_num_queries):
+    for i in range(5):
+        make_memory(
+            alice, content=f"verifyJwt rejects token {i}", tags=["auth"], related_files=["auth/tokens.ts"]
+        )
+    make_memory(alice, type="decision", content="We chose Postgres.", confidence=0.3, source="user_taught")
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/memories"
+    seen = []
+    cursor = None
+    while True:
+        params = {"limit": 2, "tag": "auth"} | ({"cursor": cursor} if cursor else {})
+        with django_assert_max_num_queries(12):
+            page = _get(client, url, params).json()
+        seen += [m["id"] for m in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert len(seen) == len(set(seen)) == 5
+    assert len(_get(client, url, {"type": "decision"}).json()["items"]) == 1
+    assert len(_get(client, url, {"min_confidence": 0.5}).json()["items"]) == 5
+    assert len(_get(client, url, {"source": "user_taught"}).json()["items"]) == 1
+    assert len(_get(client, url, {"file": "auth/tokens.ts"}).json()["items"]) == 5
+    assert len(_get(client, url, {"text": "verify_jwt"}).json()["items"]) == 5
+    assert len(_get(client, url, {"text": "Postgres"}).json()["items"]) == 1
+    assert len(_get(client, url, {"embedding_status": "pending"}).json()["items"]) == 0
+    assert _get(client, url, {"cursor": "garbage!"}).status_code == 422
+    assert _get(client, url, {"type": "nonsense"}).status_code == 422
+
+
+def test_patch_makes_a_new_version_and_reembeds(alice, api_client):
+    memory = make_memory(alice)
+    client = api_client(alice.key)
+    response = client.patch(f"memories/{memory.id}", {"content": "Use atomic(durable=True) at the top only."})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["version"] == 2 and body["embedding_status"] == "ready"
+    assert MemoryVersion.objects.filter(memory=memory).count() == 2
+    assert client.patch(f"memories/{memory.id}", {}).status_code == 422
+    assert client.patch(f"memories/{memory.id}", {"confidence": 2}).status_code == 422
+
+
+def test_feedback_kinds(alice, api_client):
+    memory = make_memory(alice, confidence=0.8)
+    client = api_client(alice.key)
+    url = f"memories/{memory.id}/feedback"
+    flagged = client.post(url, {"kind": "flag"}).json()
+    assert flagged["confidence"] == pytest.approx(0.6) and flagged["needs_review"]
+    confirmed = client.post(url, {"kind": "confirm"}).json()
+    assert confirmed["user_verified"] and not confirmed["needs_review"]
+    assert client.post(url, {"kind": "correct"}).status_code == 422
+    corrected = client.post(url, {"kind": "correct", "content": "The right fact."}).json()
+    assert corrected["content"] == "The right fact."
+    assert MemoryVersion.objects.filter(memory=memory, content__startswith="Use select_for_update").exists()
+    assert client.post(url, {"kind": "helpful"}).json()["helpful_count"] == 1
+    assert client.post(url, {"kind": "dispute"}).json()["disputed"]
+    assert client.post(url, {"kind": "bogus"}).status_code == 422
+
+
+def test_roles_decide_writes(alice, bob, person_with_role, api_client):
+    viewer = person_with_role(Role.VIEWER)
+    memory = make_memory(alice)
+    as_viewer = api_client(viewer.key)
+    assert as_viewer.get(f"memories/{memory.id}").status_code == 200
+    assert as_viewer.post(f"projects/{alice.project.id}/memories", _body()).status_code == 403
+    assert as_viewer.patch(f"memories/{memory.id}", {"tags": ["x"]}).status_code == 403
+    # bob (member) may delete his own memory, not alice's; pinning is a steward's call.
+    as_bob = api_client(bob.key)
+    assert as_bob.delete(f"memories/{memory.id}").status_code == 403
+    assert as_bob.patch(f"memories/{memory.id}", {"pinned": True}).status_code == 403
+    own = as_bob.post(f"projects/{alice.project.id}/memories", _body()).json()
+    assert as_bob.delete(f"memories/{own['id']}").status_code == 204
+    assert api_client(alice.key).delete(f"memories/{memory.id}").status_code == 204
+    assert not Memory.objects.filter(id__in=[memory.id, own["id"]]).exists()
+
+
+def test_scope_visibility(alice, bob, org_a, api_client, session_client):
+    team = TeamFactory(organization=org_a)
+    team_project = ProjectFactory(organization=org_a, team=team)
+    other_project = ProjectFactory(organization=org_a)
+    personal = make_memory(alice, content="alice only", scope="personal", principal=alice.principal)
+    team_memory = make_memory(alice, project=team_project, content="team fact", scope="team")
+    org_memory = make_memory(alice, content="org fact", scope="org")
+    alice_api = session_client(alice, enforce_csrf=False)
+
+    def listed(client, project):
+        return {m["content"] for m in _get(client, f"projects/{project.id}/memories").json()["items"]}
+
+    bob_session = session_client(bob, enforce_csrf=False)
+    assert "alice only" in listed(alice_api, alice.project)
+    assert "alice only" not in listed(bob_session, alice.project)
+    assert bob_session.get(f"memories/{personal.id}").status_code == 404
+    assert "team fact" in listed(alice_api, team_project)
+    assert "team fact" not in listed(alice_api, other_project)
+    assert "org fact" in listed(alice_api, other_project) and "org fact" in listed(bob_session, other_project)
+    assert api_client(alice.key).get(f"memories/{team_memory.id}").status_code == 200
+    assert api_client(alice.key).get(f"memories/{org_memory.id}").status_code == 200

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from apps.memories.packing import PackItem, citation, estimate_tokens, pack
+
+
+def _item(i: int, memory_type: str = "gotcha", content: str | None = None, files=("a.py",), score=None):
+    return PackItem(
+        memory_id=f"{i:08d}-0000-0000-0000-000000000000",
+        memory_type=memory_type,
+        content=content or f"Fact number {i} about the thing, with a few more words {i * 7}.",
+        citation_text=f"fact {i}",
+        related_files=list(files),
+        score=score if score is not None else 1.0 / (i + 1),
+    )
+
+
+def test_estimate_tokens_is_offline_and_sane():
+    assert estimate_tokens("") == 0
+    assert 8 <= estimate_tokens("The quick brown fox jumps over the lazy dog.") <= 14
+    assert estimate_tokens("x" * 400) == 100
+
+
+def test_pack_respects_budget_dedupes_clusters_and_cites():
+    items = [_item(i, files=("a.py",) if i % 2 else ("b.py",)) for i in range(40)]
+    items.insert(1, _item(99, content=items[0].content, score=0.99))
+    packed = pack(items, phase="implement", token_budget=300)
+    assert 0 < packed.token_count <= 300
+    ids = [item.memory_id for item, _ in packed.items]
+    assert items[1].memory_id not in ids  # near-duplicate of the first
+    assert citation(items[0].memory_id, "fact 0") in packed.text
+    assert packed.text.index("### b.py") < packed.text.index("### a.py")  # best item's file first
+
+
+def test_allocation_gives_other_types_room_after_their_share():
+    gotchas = [_item(i, "gotcha", score=1.0 - i / 100) for i in range(30)]
+    decision = _item(50, "decision", score=0.01)
+    packed = pack([*gotchas, decision], phase="implement", token_budget=1000)
+    types = [item.memory_type for item, _ in packed.items]
+    assert "decision" in types and types.count("gotcha") >= 3
+
+
+def test_session_notes_come_first():
+    packed = pack([_item(1)], phase="refine", notes=["tests fail on sqlite only"])
+    assert packed.text.index("session note") < packed.text.index("Fact number 1")

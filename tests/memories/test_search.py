@@ -1,0 +1,174 @@
+"""The whole pipeline against the real database: paths, weighting, stale handling, packing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from apps.memories import services
+from apps.memories.models import Memory
+from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
+from apps.memories.search import search
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def corpus(alice):
+    return {
+        "jwt": make_memory(
+            alice,
+            content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds.",
+            related_files=["auth/tokens.ts"],
+            citation_text="verifyJwt clock skew",
+        ),
+        "pager": make_memory(
+            alice,
+            type="pattern",
+            content="The paginator raises EmptyPage for pages past the end.",
+            related_files=["core/paginator.py"],
+        ),
+        "views": make_memory(
+            alice,
+            type="module_insight",
+            content="List views build their page with the paginator.",
+            related_files=["views/list.py"],
+        ),
+        "noise": make_memory(
+            alice, content="Cache keys are versioned per deploy.", related_files=["cache.py"]
+        ),
+    }
+
+
+def test_code_aware_keyword_path_matches_whole_and_parts(alice, corpus):
+    for query in ("verify_jwt", "verifyJwt", "auth/tokens.ts", "tokens clock skew"):
+        result = search(principal=alice.principal, project=alice.project, query=query, limit=3)
+        assert result.hits[0].memory.id == corpus["jwt"].id, query
+        assert result.hits[0].ranks["keyword"] == 1
+
+
+def test_search_api_reports_ranks_components_and_timings(alice, corpus, api_client):
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/search", {"query": "verifyJwt skew", "phase": "implement"}
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["query_kind"] == "identifier" and body["weights"]["keyword"] == 0.5
+    top = body["results"][0]
+    assert top["memory"]["id"] == str(corpus["jwt"].id)
+    assert set(top["ranks"]) == {"dense", "keyword", "graph"}
+    assert {"rrf", "phase_weight", "source_trust", "confidence", "dispute", "score", "rerank"} <= set(
+        top["components"]
+    )
+    assert {"embed", "dense", "keyword", "fuse", "rerank", "total"} <= set(body["timings_ms"])
+    assert body["reranker"] == "local"
+
+
+def test_graph_path_finds_memories_on_neighbouring_files(alice, corpus):
+    def imports(project_id, files):
+        return {"views/list.py": 1.0} if "core/paginator.py" in files else {}
+
+    register_neighbour_provider(imports)
+    try:
+        result = search(
+            principal=alice.principal,
+            project=alice.project,
+            query="change what core/paginator.py raises",
+            files=["core/paginator.py"],
+            limit=4,
+        )
+    finally:
+        unregister_neighbour_provider(imports)
+    by_id = {hit.memory.id: hit for hit in result.hits}
+    assert result.query_kind == "structural"
+    assert by_id[corpus["views"].id].ranks["graph"] == 1
+
+
+def test_dispute_penalty_and_stale_flag(alice, corpus):
+    services.memory_feedback(memory=corpus["jwt"], actor=alice.principal, kind="dispute")
+    services.memories_files_deleted(project=alice.project, paths=["auth/tokens.ts"])
+    result = search(principal=alice.principal, project=alice.project, query="verifyJwt", limit=2)
+    hit = next(h for h in result.hits if h.memory.id == corpus["jwt"].id)
+    assert hit.components["dispute"] == 0.8 and hit.stale
+
+
+def test_search_respects_scope(alice, bob, corpus):
+    make_memory(alice, content="alice private verifyJwt note", scope="personal")
+    as_bob = search(principal=bob.principal, project=alice.project, query="private verifyJwt note", limit=8)
+    assert all(h.memory.scope != "personal" for h in as_bob.hits)
+    as_alice = search(
+        principal=alice.principal, project=alice.project, query="private verifyJwt note", limit=8
+    )
+    assert any(h.memory.scope == "personal" for h in as_alice.hits)
+
+
+def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client):
+    services.memories_files_deleted(project=alice.project, paths=["cache.py"])
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/context"
+    body = None
+    for _ in range(5):
+        response = client.post(
+            url, {"phase": "implement", "task": "verifyJwt and caching", "files": [], "token_budget": 200}
+        )
+        assert response.status_code == 200, response.content
+        body = response.json()
+    assert 0 < body["token_count"] <= 200
+    assert f"[Memory #{str(corpus['jwt'].id)[:8]}: verifyJwt clock skew]" in body["text"]
+    assert str(corpus["noise"].id) not in {m["id"] for m in body["memories"]}  # stale: never injected
+    jwt = Memory.objects.get(id=corpus["jwt"].id)
+    assert jwt.access_count == 5 and jwt.confidence == pytest.approx(0.85)
+    assert client.post(url, {"phase": "implement"}).status_code == 422
+
+
+class _FakeCohere(BaseHTTPRequestHandler):
+    requests: list[dict] = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _FakeCohere.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        # Relevance: documents mentioning "paginator" first, in reverse order of arrival.
+        order = sorted(
+            range(len(body["documents"])), key=lambda i: ("paginator" not in body["documents"][i], -i)
+        )
+        results = [
+            {"index": i, "relevance_score": 1.0 - n / 10} for n, i in enumerate(order[: body["top_n"]])
+        ]
+        payload = json.dumps(
+            {"id": "rr-1", "results": results, "meta": {"billed_units": {"search_units": 1}}}
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_cohere(settings):
+    server = HTTPServer(("127.0.0.1", 0), _FakeCohere)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.COHERE_API_KEY = "test-cohere-key"
+    settings.COHERE_BASE_URL = f"http://127.0.0.1:{server.server_port}"
+    _FakeCohere.requests = []
+    yield _FakeCohere
+    server.shutdown()
+    server.server_close()
+
+
+def test_cohere_rerank_through_the_real_sdk(alice, corpus, fake_cohere):
+    result = search(principal=alice.principal, project=alice.project, query="pages past the end", limit=3)
+    assert result.reranker == "cohere"
+    request = fake_cohere.requests[0]
+    assert request["path"] == "/v2/rerank" and request["auth"] == "Bearer test-cohere-key"
+    assert request["query"] == "pages past the end"
+    assert "paginator" in result.hits[0].memory.content
+    assert result.hits[0].components["rerank"] == 1.0
