@@ -52,12 +52,12 @@ class ApiClient:
         if not path.startswith("/"):
             path = f"/api/v1/{path}"
         kwargs = {**self.headers, **extra}
-        if body is not None and "content_type" not in kwargs:
-            kwargs["content_type"] = "application/json"
-            body = json.dumps(body)
         method = method.lower()
         if method == "get":
             return self.client.get(path, body or {}, **kwargs)
+        if body is not None and "content_type" not in kwargs:
+            kwargs["content_type"] = "application/json"
+            body = json.dumps(body)
         return getattr(self.client, method)(path, body if body is not None else "", **kwargs)
 
     def get(self, path: str, params: dict | None = None, **extra):

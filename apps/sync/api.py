@@ -1,0 +1,139 @@
+"""Device sync: pull the change feed, push offline work (ARCHITECTURE §4: /sync/pull, /sync/push)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from ninja import Field, Query, Router
+from pydantic import model_validator
+
+from apps.memories.drafts import MemoryDraft
+from apps.memories.models import Memory
+from apps.memories.selectors import memories_visible
+from apps.sync import selectors, services
+from apps.sync.feed import BadCursor, Cursor
+from apps.tenants.roles import Perm
+from apps.tenants.selectors import project_get
+from memorysaas.errors import Forbidden, Invalid
+from memorysaas.schemas import InputSchema, OutputSchema
+
+router = Router(tags=["sync"])
+MAX_PUSH = 500
+
+
+class PullQuery(InputSchema):
+    project_id: UUID
+    cursor: str | None = Field(
+        None, max_length=200, description="From the previous pull; omit for everything."
+    )
+    limit: int = Field(selectors.MAX_PULL, ge=1, le=selectors.MAX_PULL)
+
+
+class PullOut(OutputSchema):
+    changes: list[dict[str, Any]]
+    cursor: str
+    has_more: bool
+
+
+def _sync_project(request, project_id):
+    principal = request.auth
+    project = project_get(principal=principal, project_id=project_id, permission=Perm.SYNC)
+    if not principal.has(project.organization_id, Perm.MEMORIES_READ):
+        raise Forbidden("This needs the 'memories:read' permission.")
+    return principal, project
+
+
+@router.get("/sync/pull", response=PullOut)
+def pull(request, query: Query[PullQuery]):
+    """Changes after `cursor` to the memories that apply in the project, oldest first:
+    `{"op": "upsert", "memory": {...}}` (with its vector) or `{"op": "delete", "id": ...}`.
+    Repeat with the returned cursor while `has_more`."""
+    principal, project = _sync_project(request, query.project_id)
+    try:
+        cursor = Cursor.decode(query.cursor)
+    except BadCursor:
+        raise Invalid("The cursor is not one this server gave out.", details={"field": "cursor"}) from None
+    result = selectors.changes_since(principal=principal, project=project, cursor=cursor, limit=query.limit)
+    services.device_seen(principal)
+    return {"changes": result.changes, "cursor": result.cursor.encode(), "has_more": result.has_more}
+
+
+class UpdatableFields(InputSchema):
+    content: str | None = None
+    type: str | None = None
+    tags: list[str] | None = None
+    related_files: list[str] | None = None
+    related_modules: list[str] | None = None
+    payload: dict[str, Any] | None = None
+    citation_text: str | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    pinned: bool | None = None
+    deprecated: bool | None = None
+
+
+class CreateChange(InputSchema):
+    op: Literal["create"]
+    ref: str = Field(
+        min_length=1, max_length=100, description="The device's own id for it; makes retries safe."
+    )
+    memory: MemoryDraft
+
+
+class UpdateChange(InputSchema):
+    op: Literal["update"]
+    id: UUID
+    base_version: int = Field(ge=1, description="The version the device edited.")
+    fields: UpdatableFields
+
+    @model_validator(mode="after")
+    def something_changes(self) -> UpdateChange:
+        if not self.fields.model_dump(exclude_none=True):
+            raise ValueError("fields is empty")
+        return self
+
+
+class DeleteChange(InputSchema):
+    op: Literal["delete"]
+    id: UUID
+    base_version: int = Field(ge=1)
+
+
+Change = Annotated[CreateChange | UpdateChange | DeleteChange, Field(discriminator="op")]
+
+
+class PushIn(InputSchema):
+    project_id: UUID
+    changes: list[Change] = Field(max_length=MAX_PUSH)
+
+
+class PushOut(OutputSchema):
+    results: list[dict[str, Any]]
+
+
+@router.post("/sync/push", response=PushOut)
+def push(request, body: PushIn):
+    """Apply a device's offline changes in order, in one transaction. Each result says
+    `applied`, `merged` (a stale edit merged cleanly), `conflict` (with the server's copy;
+    nothing applied), `not_found`/`gone`, or `forbidden`."""
+    principal, project = _sync_project(request, body.project_id)
+    if not principal.has(project.organization_id, Perm.MEMORIES_WRITE):
+        raise Forbidden("This needs the 'memories:write' permission.")
+    ids = [c.id for c in body.changes if not isinstance(c, CreateChange)]
+    visible: dict[str, Memory] = {
+        str(m.id): m for m in memories_visible(principal=principal, project=project).filter(id__in=ids)
+    }
+    changes = []
+    for change in body.changes:
+        if isinstance(change, CreateChange):
+            changes.append({"op": "create", "ref": change.ref, "memory": change.memory})
+        elif isinstance(change, UpdateChange):
+            fields = change.fields.model_dump(exclude_none=True)
+            changes.append(
+                {"op": "update", "id": str(change.id), "base_version": change.base_version, "fields": fields}
+            )
+        else:
+            changes.append({"op": "delete", "id": str(change.id), "base_version": change.base_version})
+    return {
+        "results": services.push_apply(project=project, actor=principal, changes=changes, memories=visible)
+    }

@@ -1,0 +1,99 @@
+"""Reading the change feed for a device: `changes_since`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from apps.memories.models import Memory
+from apps.memories.selectors import memories_visible
+from apps.sync.feed import Cursor
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+
+MAX_PULL = 500
+
+
+@dataclass
+class Pull:
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    cursor: Cursor = field(default_factory=Cursor)
+    has_more: bool = False
+
+
+def memory_payload(memory: Memory) -> dict[str, Any]:
+    """What a replica stores of a memory: everything retrieval needs, vector included."""
+    return {
+        "id": str(memory.id),
+        "project_id": str(memory.project_id),
+        "type": memory.type,
+        "content": memory.content,
+        "scope": memory.scope,
+        "source": memory.source,
+        "confidence": memory.confidence,
+        "tags": list(memory.tags),
+        "related_files": list(memory.related_files),
+        "related_modules": list(memory.related_modules),
+        "payload": memory.payload,
+        "citation_text": memory.citation_text,
+        "needs_review": memory.needs_review,
+        "user_verified": memory.user_verified,
+        "pinned": memory.pinned,
+        "deprecated": memory.deprecated,
+        "disputed": memory.disputed,
+        "stale": memory.stale_at is not None,
+        "version": memory.version,
+        "created_at": memory.created_at.isoformat(),
+        "updated_at": memory.updated_at.isoformat(),
+        "embedding_model": memory.embedding_model or None,
+        "embedding": [float(x) for x in memory.embedding] if memory.embedding is not None else None,
+    }
+
+
+def _feed_rows(
+    organization_id: UUID, after: Cursor, limit: int
+) -> list[tuple[UUID, int, int, bool, UUID, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT memory_id, xid::text::bigint, seq, deleted, project_id, scope, ever_shared, owner_id
+            FROM sync_memorychange
+            WHERE organization_id = %s
+              AND (xid, seq) > (%s::text::xid8, %s)
+              AND xid < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY xid, seq
+            LIMIT %s
+            """,
+            [str(organization_id), str(after.xid), after.seq, limit],
+        )
+        return cursor.fetchall()
+
+
+def changes_since(*, principal: Principal, project: Project, cursor: Cursor, limit: int = MAX_PULL) -> Pull:
+    """The changes after `cursor` to memories that apply in `project` for this principal,
+    oldest first: upserts with the memory, deletes as tombstones."""
+    limit = max(1, min(limit, MAX_PULL))
+    rows = _feed_rows(project.organization_id, cursor, limit + 1)
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    live_ids = [row[0] for row in rows if not row[3]]
+    visible = {
+        m.id: m for m in memories_visible(principal=principal, project=project).filter(id__in=live_ids)
+    }
+    pull = Pull(cursor=cursor, has_more=has_more)
+    user_id = principal.user.pk if principal.user is not None else None
+    for memory_id, xid, seq, deleted, project_id, scope, ever_shared, owner_id in rows:
+        pull.cursor = Cursor(xid, seq)
+        if not deleted and memory_id in visible:
+            pull.changes.append({"op": "upsert", "memory": memory_payload(visible[memory_id])})
+        elif (
+            project_id == project.id and (ever_shared or (owner_id is not None and owner_id == user_id))
+        ) or (ever_shared and scope in ("team", "org")):
+            # Gone, or no longer for this principal (made personal by its owner): the replica
+            # drops it. Only memories this replica may have held are named: this project's shared
+            # ones and the principal's own, team and org ones.
+            pull.changes.append({"op": "delete", "id": str(memory_id)})
+    return pull

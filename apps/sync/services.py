@@ -1,0 +1,127 @@
+"""Applying what a device pushes: new memories, edits made offline, deletions.
+
+Conflict policy (seeds/003 §14): an edit based on the current version applies as is. An edit
+based on an older version is merged field by field against the version it was based on (kept in
+the memory's history): list fields (tags, files, modules) are united; any other field applies if
+only the device changed it; a field both sides changed to different values is a conflict, and
+then nothing of that edit is applied — the device gets the server's copy and asks its user.
+A create carries a device-chosen `ref`, so a retried push does not create twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.memories.models import Memory, MemoryVersion
+from apps.memories.services import memory_create, memory_delete, memory_update
+from apps.sync.models import PushRef
+from apps.sync.selectors import memory_payload
+from apps.tenants.models import Device, Project
+from apps.tenants.principal import Principal
+from apps.tenants.roles import Perm
+
+UNION_FIELDS = ("tags", "related_files", "related_modules")
+# Fields whose value at each version the history keeps, so a three-way merge is possible.
+HISTORY_FIELDS = ("content", "type", "confidence", "tags", "related_files")
+
+
+def _result(status: str, **fields: Any) -> dict[str, Any]:
+    return {"status": status, **fields}
+
+
+def _base_values(memory: Memory, base_version: int) -> dict[str, Any] | None:
+    snapshot = MemoryVersion.objects.filter(memory=memory, version=base_version).first()
+    if snapshot is None:
+        return None
+    return {name: getattr(snapshot, name) for name in HISTORY_FIELDS}
+
+
+def merge(memory: Memory, base_version: int, fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Three-way merge of a stale edit. Returns (changes to apply, conflicting field names)."""
+    base = _base_values(memory, base_version) or {}
+    changes: dict[str, Any] = {}
+    conflicts: list[str] = []
+    for name, mine in fields.items():
+        theirs = getattr(memory, name)
+        if name in UNION_FIELDS:
+            changes[name] = list(dict.fromkeys([*theirs, *mine]))
+        elif mine == theirs:
+            continue
+        elif name in base and base[name] == theirs:
+            changes[name] = mine  # only the device changed it
+        else:
+            conflicts.append(name)
+    return changes, conflicts
+
+
+def _create(project: Project, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
+    ref, key_id = change["ref"], actor.api_key.id if actor.api_key else None
+    known = PushRef.objects.filter(
+        api_key_id=key_id, user_id=actor.user.pk if actor.user else None, ref=ref
+    ).first()
+    if known is not None:
+        return _result("applied", ref=ref, id=str(known.memory_id), version=known.memory.version)
+    memory = memory_create(project=project, actor=actor, draft=change["memory"])
+    PushRef.objects.create(
+        api_key_id=key_id, user_id=actor.user.pk if actor.user else None, ref=ref, memory=memory
+    )
+    return _result("applied", ref=ref, id=str(memory.id), version=memory.version)
+
+
+def _update(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
+    fields, base_version = change["fields"], change["base_version"]
+    if base_version == memory.version:
+        memory = memory_update(memory=memory, actor=actor, changes=fields, change="synced")
+        return _result("applied", id=str(memory.id), version=memory.version)
+    changes, conflicts = merge(memory, base_version, fields)
+    if conflicts:
+        return _result("conflict", id=str(memory.id), conflicts=conflicts, server=memory_payload(memory))
+    if changes:
+        memory = memory_update(memory=memory, actor=actor, changes=changes, change="synced")
+    return _result("merged", id=str(memory.id), version=memory.version, merged=sorted(changes))
+
+
+def _delete(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
+    if change["base_version"] != memory.version:
+        return _result("conflict", id=str(memory.id), conflicts=["deleted"], server=memory_payload(memory))
+    memory_delete(memory=memory, actor=actor)
+    return _result("applied", id=str(memory.id))
+
+
+def can_delete(actor: Principal, memory: Memory) -> bool:
+    own = actor.user is not None and memory.owner_id == actor.user.pk
+    return own or actor.has(memory.organization_id, Perm.MEMORIES_REVIEW)
+
+
+@transaction.atomic
+def push_apply(
+    *, project: Project, actor: Principal, changes: list[dict[str, Any]], memories: dict
+) -> list[dict]:
+    """Apply validated changes in order, in one transaction. `memories` maps the ids the
+    changes name to the memories the caller may touch (resolved by the API layer)."""
+    results = []
+    for change in changes:
+        op = change["op"]
+        if op == "create":
+            results.append(_create(project, actor, change))
+            continue
+        memory = memories.get(change["id"])
+        if memory is None:
+            status = "gone" if op == "delete" else "not_found"
+            results.append(_result(status, id=change["id"]))
+        elif op == "update":
+            results.append(_update(memory, actor, change))
+        elif not can_delete(actor, memory):
+            results.append(_result("forbidden", id=change["id"]))
+        else:
+            results.append(_delete(memory, actor, change))
+    device_seen(actor)
+    return results
+
+
+def device_seen(actor: Principal) -> None:
+    if actor.api_key is not None:
+        Device.objects.filter(api_key=actor.api_key).update(last_sync_at=timezone.now())

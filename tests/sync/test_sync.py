@@ -1,0 +1,268 @@
+"""Device sync: the change feed (pull) and offline work coming back (push).
+
+These tests commit (transactional_db): the feed's guarantee is about committed transactions.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import connection
+
+from apps.memories.models import Memory
+from apps.memories.services import memory_delete, memory_update
+from apps.tenants import services as tenant_services
+from apps.tenants.models import Device
+from apps.tenants.principal import Principal
+from apps.tenants.roles import Role
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _hashing_embeddings(settings):
+    settings.EMBEDDING_PROVIDER = "hashing"
+    settings.EMBEDDING_DIMENSIONS = 384
+
+
+def pull(client, project, cursor=None, **params):
+    query = {"project_id": str(project.id), **params}
+    if cursor:
+        query["cursor"] = cursor
+    response = client.get("sync/pull", query)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def push(client, project, changes, status=200):
+    response = client.post("sync/push", {"project_id": str(project.id), "changes": changes})
+    assert response.status_code == status, response.content
+    return response.json()
+
+
+def test_pull_returns_creates_updates_and_deletes_in_order_then_nothing(alice, api_client):
+    client = api_client(alice.key)
+    empty = pull(client, alice.project)
+    assert empty["changes"] == [] and not empty["has_more"]
+
+    first = make_memory(alice, content="Run the linter before committing.", type="preference")
+    second = make_memory(alice, content="The cache key includes the tenant id.", type="gotcha")
+    got = pull(client, alice.project, empty["cursor"])
+    assert [c["memory"]["id"] for c in got["changes"]] == [str(first.id), str(second.id)]
+    upsert = got["changes"][0]["memory"]
+    assert upsert["content"] == "Run the linter before committing."
+    assert len(upsert["embedding"]) == 384 and upsert["embedding_model"]
+    assert pull(client, alice.project, got["cursor"])["changes"] == []
+
+    memory_update(memory=Memory.objects.get(id=first.id), actor=alice.principal, changes={"tags": ["lint"]})
+    memory_delete(memory=Memory.objects.get(id=second.id), actor=alice.principal)
+    later = pull(client, alice.project, got["cursor"])
+    assert later["changes"] == [
+        {"op": "upsert", "memory": later["changes"][0]["memory"]},
+        {"op": "delete", "id": str(second.id)},
+    ]
+    assert later["changes"][0]["memory"]["tags"] == ["lint"]
+    assert later["changes"][0]["memory"]["version"] == 2
+
+
+def test_pull_pages_with_has_more(alice, api_client):
+    for n in range(5):
+        make_memory(alice, content=f"Fact number {n} about the build.", type="module_insight")
+    client, cursor, seen = api_client(alice.key), None, []
+    while True:
+        page = pull(client, alice.project, cursor, limit=2)
+        seen += [c["memory"]["content"] for c in page["changes"]]
+        cursor = page["cursor"]
+        if not page["has_more"]:
+            break
+    assert seen == [f"Fact number {n} about the build." for n in range(5)]
+
+
+def test_a_slow_transaction_is_never_skipped_by_the_cursor(alice, api_client):
+    """A change made by a transaction that commits late must still reach a device whose cursor
+    moved on meanwhile — the classic hole in sequence-number feeds."""
+    client = api_client(alice.key)
+    early = make_memory(alice, content="Slow transaction target.", type="gotcha")
+    cursor = pull(client, alice.project)["cursor"]
+    db = connection.settings_dict
+    slow = psycopg.connect(dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db.get("PORT") or None)
+    try:
+        slow.execute(
+            "UPDATE memories_memory SET version = version + 1, content = 'edited late' WHERE id = %s",
+            [early.id],
+        )
+        later = make_memory(alice, content="Committed while the slow one runs.", type="gotcha")
+        while_open = pull(client, alice.project, cursor)
+        assert while_open["changes"] == []  # held back: an older transaction is still running
+        slow.commit()
+    finally:
+        slow.close()
+    after = pull(client, alice.project, while_open["cursor"])
+    assert [c["memory"]["id"] for c in after["changes"]] == [str(early.id), str(later.id)]
+    assert after["changes"][0]["memory"]["content"] == "edited late"
+
+
+def test_others_personal_memories_never_sync_and_turn_into_deletes_when_hidden(alice, bob, api_client):
+    secret = make_memory(bob, content="Bob's own shortcut.", type="preference", scope="personal")
+    shared = make_memory(bob, content="Shared build rule.", type="requirement")
+    client = api_client(alice.key)
+    got = pull(client, alice.project)
+    assert [c["memory"]["id"] for c in got["changes"]] == [str(shared.id)]
+    assert str(secret.id) not in str(got)
+    memory_update(memory=Memory.objects.get(id=shared.id), actor=bob.principal, changes={"scope": "personal"})
+    assert pull(client, alice.project, got["cursor"])["changes"] == [{"op": "delete", "id": str(shared.id)}]
+
+
+def test_push_creates_once_per_ref_and_applies_current_edits(alice, api_client):
+    client = api_client(alice.key)
+    create = {"op": "create", "ref": "laptop-1", "memory": {"type": "gotcha", "content": "Offline insight."}}
+    first = push(client, alice.project, [create])["results"][0]
+    again = push(client, alice.project, [create])["results"][0]
+    assert first["status"] == again["status"] == "applied" and first["id"] == again["id"]
+    assert Memory.objects.filter(content="Offline insight.").count() == 1
+
+    edit = {
+        "op": "update",
+        "id": first["id"],
+        "base_version": 1,
+        "fields": {"content": "Offline insight, refined."},
+    }
+    result = push(client, alice.project, [edit])["results"][0]
+    assert result == {"status": "applied", "id": first["id"], "version": 2}
+    assert Memory.objects.get(id=first["id"]).content == "Offline insight, refined."
+
+
+def test_stale_edits_merge_lists_and_untouched_fields(alice, api_client):
+    memory = make_memory(alice, content="Original text.", type="gotcha", tags=["a"])
+    memory_update(
+        memory=Memory.objects.get(id=memory.id), actor=alice.principal, changes={"tags": ["a", "server"]}
+    )
+    stale = {
+        "op": "update",
+        "id": str(memory.id),
+        "base_version": 1,
+        "fields": {"tags": ["a", "device"], "content": "Text edited on the plane."},
+    }
+    result = push(api_client(alice.key), alice.project, [stale])["results"][0]
+    assert result["status"] == "merged" and result["merged"] == ["content", "tags"]
+    memory.refresh_from_db()
+    assert memory.tags == ["a", "server", "device"]
+    assert memory.content == "Text edited on the plane."
+
+
+def test_content_edited_on_both_sides_is_a_conflict_and_nothing_applies(alice, api_client):
+    memory = make_memory(alice, content="Original text.", type="gotcha")
+    memory_update(
+        memory=Memory.objects.get(id=memory.id), actor=alice.principal, changes={"content": "Server text."}
+    )
+    stale = {
+        "op": "update",
+        "id": str(memory.id),
+        "base_version": 1,
+        "fields": {"content": "Device text.", "tags": ["x"]},
+    }
+    result = push(api_client(alice.key), alice.project, [stale])["results"][0]
+    assert result["status"] == "conflict" and result["conflicts"] == ["content"]
+    assert result["server"]["content"] == "Server text." and result["server"]["version"] == 2
+    memory.refresh_from_db()
+    assert (memory.content, memory.tags) == ("Server text.", [])
+
+
+def test_deletes_need_the_current_version_and_the_right_to_delete(alice, bob, api_client):
+    memory = make_memory(alice, content="To be removed.", type="gotcha")
+    as_bob = push(
+        api_client(bob.key), alice.project, [{"op": "delete", "id": str(memory.id), "base_version": 1}]
+    )
+    assert as_bob["results"][0]["status"] == "forbidden"
+    memory_update(memory=Memory.objects.get(id=memory.id), actor=alice.principal, changes={"tags": ["t"]})
+    client = api_client(alice.key)
+    stale = push(client, alice.project, [{"op": "delete", "id": str(memory.id), "base_version": 1}])[
+        "results"
+    ][0]
+    assert stale["status"] == "conflict" and Memory.objects.filter(id=memory.id).exists()
+    done = push(client, alice.project, [{"op": "delete", "id": str(memory.id), "base_version": 2}])[
+        "results"
+    ][0]
+    assert done["status"] == "applied" and not Memory.objects.filter(id=memory.id).exists()
+    gone = push(client, alice.project, [{"op": "delete", "id": str(memory.id), "base_version": 2}])[
+        "results"
+    ][0]
+    assert gone["status"] == "gone"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"op": "rename", "id": "x"},
+        {"op": "update", "id": "00000000-0000-0000-0000-000000000000", "base_version": 1, "fields": {}},
+        {"op": "create", "ref": "r", "memory": {"type": "no-such-type", "content": "x"}},
+        {
+            "op": "update",
+            "id": "00000000-0000-0000-0000-000000000000",
+            "base_version": 1,
+            "fields": {"owner": 1},
+        },
+    ],
+)
+def test_a_batch_with_an_invalid_change_is_refused_whole(alice, api_client, bad):
+    good = {"op": "create", "ref": "ok", "memory": {"type": "gotcha", "content": "Valid one."}}
+    response = api_client(alice.key).post(
+        "sync/push", {"project_id": str(alice.project.id), "changes": [good, bad]}
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["code"]
+    assert not Memory.objects.filter(content="Valid one.").exists()
+
+
+def test_a_foreign_cursor_is_a_422(alice, api_client):
+    for cursor in ("garbage", "c1.!!!", "c1.LTE6Mg"):
+        response = api_client(alice.key).get(
+            "sync/pull", {"project_id": str(alice.project.id), "cursor": cursor}
+        )
+        assert response.status_code == 422, cursor
+
+
+def test_outsiders_get_404_for_another_orgs_project(alice, charlie, api_client):
+    client = api_client(charlie.key)
+    assert client.get("sync/pull", {"project_id": str(alice.project.id)}).status_code == 404
+    response = push(client, alice.project, [], status=404)
+    assert response["error"]["code"] == "not_found"
+
+
+def test_scopes_and_roles_gate_sync(alice, person_with_role, api_client):
+    no_sync, key = tenant_services.api_key_create(
+        organization=alice.org, actor=alice.principal, name="read only", scopes=["memories:read"]
+    )
+    assert api_client(key).get("sync/pull", {"project_id": str(alice.project.id)}).status_code == 403
+    viewer = person_with_role(Role.VIEWER)
+    viewer_device_key = tenant_services.api_key_create(
+        organization=alice.org,
+        actor=Principal(user=viewer.user, roles={alice.org.id: Role.VIEWER}),
+        name="viewer sync",
+        scopes=["memories:read", "sync"],
+        check_permission=False,
+    )[1]
+    client = api_client(viewer_device_key)
+    assert client.get("sync/pull", {"project_id": str(alice.project.id)}).status_code == 200
+    push(client, alice.project, [], status=403)
+
+
+def test_a_device_pull_records_its_last_sync(alice, api_client):
+    device, key = tenant_services.device_register(
+        organization=alice.org, actor=alice.principal, name="laptop"
+    )
+    assert device.last_sync_at is None
+    pull(api_client(key), alice.project)
+    assert Device.objects.get(id=device.id).last_sync_at is not None
+
+
+def test_changes_in_another_project_are_not_even_named(alice, api_client):
+    from tests.factories import ProjectFactory
+
+    other = ProjectFactory(organization=alice.org, name="Other", slug="other")
+    client = api_client(alice.key)
+    cursor = pull(client, alice.project)["cursor"]
+    elsewhere = make_memory(alice, project=other, content="Only for the other project.", type="gotcha")
+    memory_delete(memory=Memory.objects.get(id=elsewhere.id), actor=alice.principal)
+    assert pull(client, alice.project, cursor)["changes"] == []
