@@ -1,0 +1,45 @@
+"""`python -m memorysaas.client` — sync a device replica and search it offline.
+
+python -m memorysaas.client --db memory.db --project $PROJECT_ID sync      # needs MEMORYSAAS_URL, MEMORYSAAS_KEY
+python -m memorysaas.client --db memory.db --project $PROJECT_ID search verify_jwt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from memorysaas.client.replica import Replica, SyncClient
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memorysaas.client", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default="memory.db", help="the replica file (libSQL)")
+    parser.add_argument("--project", required=True, help="project id")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("sync", help="push offline changes, then pull")
+    search = commands.add_parser("search", help="keyword search in the replica, offline")
+    search.add_argument("query")
+    args = parser.parse_args(argv)
+
+    replica = Replica(args.db, project_id=args.project)
+    if args.command == "sync":
+        url, key = os.environ.get("MEMORYSAAS_URL", "http://127.0.0.1:8000"), os.environ.get("MEMORYSAAS_KEY")
+        if not key:
+            parser.error("set MEMORYSAAS_KEY to an API key with the sync scope")
+        report = replica.sync(SyncClient(url, key))
+        print(
+            f"pushed={report.pushed} pulled={report.pulled} deleted={report.deleted} conflicts={report.conflicts}"
+        )
+        for conflict in replica.conflicts():
+            print(f"conflict {conflict['id']}: {', '.join(conflict['fields'])}")
+        return 0
+    for memory_id in replica.search_text(args.query):
+        memory = replica.get(memory_id)
+        print(f"{memory_id[:8]}  {memory['type']:<16} {memory['content'][:100]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

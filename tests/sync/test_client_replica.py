@@ -1,0 +1,111 @@
+"""The device client end to end: a libSQL replica syncing with the real service (in-process
+over WSGI), searching offline, and bringing offline work back — conflicts included."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from django.core.wsgi import get_wsgi_application
+
+from apps.memories.embeddings import embed_query
+from apps.memories.models import Memory
+from apps.memories.services import memory_delete, memory_update
+from memorysaas.client.replica import LOCAL_PREFIX, Replica, SyncClient
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _hashing_embeddings(settings):
+    settings.EMBEDDING_PROVIDER = "hashing"
+    settings.EMBEDDING_DIMENSIONS = 384
+
+
+@pytest.fixture
+def device(alice, tmp_path):
+    client = SyncClient(
+        "http://testserver", alice.key, transport=httpx.WSGITransport(app=get_wsgi_application())
+    )
+    return Replica(str(tmp_path / "memory.db"), project_id=str(alice.project.id)), client
+
+
+def test_a_replica_pulls_everything_and_searches_offline(alice, device):
+    replica, client = device
+    jwt = make_memory(
+        alice, content="verify_jwt rejects tokens signed with HS256.", type="gotcha", tags=["auth"]
+    )
+    make_memory(alice, content="Database migrations run before the seed script.", type="workflow_recipe",
+                payload={"task_pattern": "seed", "steps": [{"order": 1, "description": "migrate"}]})  # fmt: skip
+    report = replica.sync(client)
+    assert (report.pulled, replica.count()) == (2, 2)
+
+    assert replica.search_text("verify_jwt")[0] == str(jwt.id)
+    query = embed_query("verify_jwt rejects tokens signed with HS256.")
+    ranked = replica.search_vector(query.tolist(), limit=2)
+    assert [memory_id for memory_id, _ in ranked][0] == str(jwt.id)
+    assert ranked[0][1] < ranked[1][1]
+
+    assert replica.sync(client).pulled == 0  # the cursor was saved
+    memory_delete(memory=Memory.objects.get(id=jwt.id), actor=alice.principal)
+    assert replica.sync(client).deleted == 1
+    assert replica.get(str(jwt.id)) is None and replica.search_text("verify_jwt") == []
+
+
+def test_offline_work_comes_back_and_conflicts_wait_for_a_person(alice, device):
+    replica, client = device
+    shared = make_memory(alice, content="Cache keys include the tenant.", type="gotcha")
+    replica.sync(client)
+
+    local = replica.remember(type="preference", content="Prefer ripgrep over grep.")
+    assert local.startswith(LOCAL_PREFIX) and replica.search_text("ripgrep") == [local]
+    replica.edit(str(shared.id), content="Cache keys include the tenant and the locale.")
+    # Meanwhile someone edits the same memory's text on the server.
+    memory_update(
+        memory=Memory.objects.get(id=shared.id), actor=alice.principal, changes={"content": "Server wins?"}
+    )
+
+    report = replica.sync(client)
+    assert (report.pushed, report.conflicts) == (2, 1)
+    created = Memory.objects.get(content="Prefer ripgrep over grep.")
+    assert replica.get(str(created.id))["content"] == "Prefer ripgrep over grep."
+    assert replica.get(local) is None  # the local id gave way to the server's
+    [conflict] = replica.conflicts()
+    assert conflict["fields"] == ["content"]
+    assert conflict["local"]["content"] == "Cache keys include the tenant and the locale."
+    assert conflict["server"]["content"] == "Server wins?"
+    assert replica.get(str(shared.id))["content"] == "Server wins?"
+    assert Memory.objects.get(id=shared.id).content == "Server wins?"
+
+
+def test_a_retried_push_after_a_lost_answer_creates_nothing_twice(alice, device, monkeypatch):
+    replica, client = device
+    replica.remember(type="gotcha", content="Flaky test: order of dict keys.")
+    real_push = client.push
+
+    def push_then_lose_the_answer(project_id, changes):
+        real_push(project_id, changes)
+        raise httpx.ReadTimeout("connection dropped")
+
+    monkeypatch.setattr(client, "push", push_then_lose_the_answer)
+    with pytest.raises(httpx.ReadTimeout):
+        replica.sync(client)
+    monkeypatch.undo()
+    replica.sync(client)
+    assert Memory.objects.filter(content="Flaky test: order of dict keys.").count() == 1
+    assert replica.count() == 1
+
+
+def test_the_command_line_searches_the_replica(alice, device, tmp_path, capsys):
+    from memorysaas.client.__main__ import main
+
+    replica, client = device
+    memory = make_memory(alice, content="Use verify_jwt from auth/tokens.py.", type="gotcha")
+    replica.sync(client)
+    assert (
+        main(
+            ["--db", str(tmp_path / "memory.db"), "--project", str(alice.project.id), "search", "verify_jwt"]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.startswith(f"{str(memory.id)[:8]}  gotcha")
