@@ -10,3 +10,8 @@ class MemoriesConfig(AppConfig):
         from apps.memories.neighbours import co_mentioned_files, register_neighbour_provider
 
         register_neighbour_provider(co_mentioned_files)
+
+        from memorysaas.schedules import register_schedule
+
+        # Daily: deprecate after three half-lives unused, delete after the grace, evict the cache.
+        register_schedule("memories.decay_and_prune", "apps.memories.tasks.decay_and_prune_task", "D")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from apps.memories.codetokens import is_code_like
 from apps.memories.kinds import DISPUTE_PENALTY, PHASE_WEIGHTS, SOURCE_TRUST
@@ -154,26 +154,35 @@ def weighting(*, phase: str, memory_type: str, source: str, confidence: float, d
 @dataclass
 class RerankInput:
     memory_id: str
-    score: float
-    cosine: float | None  # exact query–memory cosine at full dimensions, None without a vector
-    keyword_rank: int | None = None
-    extras: dict = field(default_factory=dict)
+    cosine: float | None  # exact query–memory cosine at full dimensions; None without a vector
+    keyword: float = 0.0  # BM25 relative to the query's best keyword hit, 0 when not found by it
+    graph: float = 0.0  # graph-path strength in [0, 1], 0 when not found by it
+    factor: float = 1.0  # phase × trust × decayed confidence × dispute
+
+
+# The local precision stage's blend: meaning first, exact terms next, graph evidence last.
+PRECISION_WEIGHTS = {"cosine": 1.0, "keyword": 0.5, "graph": 0.3}
+# How strongly the stage-3 product weighting carries into the precision order (a square root
+# keeps a 2× phase/trust difference from outweighing a clear relevance gap).
+FACTOR_EXPONENT = 0.5
 
 
 def local_precision_rerank(items: Sequence[RerankInput], *, keep: int) -> list[tuple[str, float]]:
-    """The no-API rerank stage: blend each candidate's pipeline score (normalised to the best) with
-    its exact full-dimension cosine to the query, so a candidate carried by one path only must
-    also be close in meaning to stay. Returns (id, rerank score) best first, `keep` of them."""
+    """The no-API rerank stage: fuse the candidates' *scores* (not ranks) — exact cosine scaled
+    to the candidate set, BM25 relative to the best keyword hit, graph strength — then apply the
+    stage-3 weighting softly. Rank fusion flattens differences that scores keep: a memory that
+    is clearly closest in meaning, or the only one naming the identifier, stays on top.
+    Returns (id, score) best first, `keep` of them."""
     if not items:
         return []
-    best = max(item.score for item in items) or 1.0
     cosines = [item.cosine for item in items if item.cosine is not None]
     low, high = (min(cosines), max(cosines)) if cosines else (0.0, 1.0)
     spread = (high - low) or 1.0
+    w = PRECISION_WEIGHTS
     scored = []
     for item in items:
-        relative = item.score / best
-        closeness = 0.5 if item.cosine is None else (item.cosine - low) / spread
-        scored.append((item.memory_id, 0.7 * relative + 0.3 * closeness))
+        closeness = 0.0 if item.cosine is None else (item.cosine - low) / spread
+        relevance = w["cosine"] * closeness + w["keyword"] * item.keyword + w["graph"] * item.graph
+        scored.append((item.memory_id, relevance * math.pow(max(item.factor, 0.0), FACTOR_EXPONENT)))
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored[:keep]

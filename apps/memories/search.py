@@ -321,6 +321,7 @@ def search(
 
     now = timezone.now()
     components: dict[str, dict[str, float | None]] = {}
+    w_factor: dict[str, float] = {}
     for memory_id in ordered:
         row = info[memory_id]
         boosted = fused[memory_id] + (boosts[memory_id].amount if memory_id in boosts else 0.0)
@@ -339,6 +340,7 @@ def search(
             confidence=confidence,
             disputed=row["disputed"],
         )
+        w_factor[memory_id] = w.factor
         components[memory_id] = {
             "rrf": round(fused[memory_id], 6),
             "boost": round(boosted - fused[memory_id], 6),
@@ -354,7 +356,16 @@ def search(
 
     reranker = "none"
     if rerank and ordered:
-        ordered, reranker = _rerank(query, ordered, components, vector, provider.model_id, limit)
+        ordered, reranker = _rerank(
+            query,
+            ordered,
+            components,
+            vector=vector,
+            model_id=provider.model_id,
+            limit=limit,
+            path_scores={path: dict(found) for path, found in rankings.items()},
+            factors={i: (w_factor[i] if weigh else 1.0) for i in ordered},
+        )
     clock.lap("rerank")
 
     final = ordered[:limit]
@@ -388,13 +399,21 @@ def search(
     )
 
 
+def _relative(scores: dict[str, float], memory_id: str) -> float:
+    best = max(scores.values(), default=0.0)
+    return scores.get(memory_id, 0.0) / best if best > 0 else 0.0
+
+
 def _rerank(
     query: str,
     ordered: list[str],
     components: dict[str, dict[str, float | None]],
+    *,
     vector: np.ndarray | None,
     model_id: str,
     limit: int,
+    path_scores: dict[str, dict[str, float]],
+    factors: dict[str, float],
 ) -> tuple[list[str], str]:
     """Rerank the top 20 (or `limit`, if larger) and keep them ahead of the rest."""
     head = ordered[: max(RERANK_TOP, limit)]
@@ -413,7 +432,13 @@ def _rerank(
             return picked + [i for i in head if i not in set(picked)] + tail, "cohere"
     cosines = _cosines(head, vector, model_id)
     items = [
-        fusion.RerankInput(memory_id=i, score=float(components[i]["score"] or 0.0), cosine=cosines.get(i))
+        fusion.RerankInput(
+            memory_id=i,
+            cosine=cosines.get(i),
+            keyword=_relative(path_scores.get("keyword", {}), i),
+            graph=_relative(path_scores.get("graph", {}), i),
+            factor=float(factors[i]),
+        )
         for i in head
     ]
     reranked_local = fusion.local_precision_rerank(items, keep=len(head))

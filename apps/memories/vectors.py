@@ -33,6 +33,9 @@ def ensure_hnsw_index(dims: int, *, concurrently: bool = False) -> None:
     dims = int(dims)
     how = "CONCURRENTLY " if concurrently else ""
     with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [index_name(dims)])
+        if cursor.fetchone()[0]:
+            return
         cursor.execute(
             f"CREATE INDEX {how}IF NOT EXISTS {index_name(dims)} ON memories_memory "
             f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) "

@@ -53,11 +53,12 @@ def test_decay_and_weighting():
     assert w.factor == pytest.approx(1.5 * 1.4 * 0.5 * 0.8)
 
 
-def test_local_precision_rerank_needs_meaning_too():
+def test_local_precision_rerank_fuses_scores_and_weighs_softly():
     items = [
-        fusion.RerankInput("keyword-only", score=1.0, cosine=0.1),
-        fusion.RerankInput("close", score=0.9, cosine=0.8),
-        fusion.RerankInput("far", score=0.2, cosine=0.05),
+        fusion.RerankInput("keyword-only", cosine=0.1, keyword=1.0),
+        fusion.RerankInput("close", cosine=0.8, keyword=0.2),
+        fusion.RerankInput("far", cosine=0.05),
+        fusion.RerankInput("close-but-distrusted", cosine=0.8, keyword=0.2, factor=0.25),
     ]
-    ranked = [i for i, _ in fusion.local_precision_rerank(items, keep=2)]
-    assert ranked == ["close", "keyword-only"]
+    ranked = [i for i, _ in fusion.local_precision_rerank(items, keep=3)]
+    assert ranked == ["close", "keyword-only", "close-but-distrusted"]

@@ -1,0 +1,55 @@
+"""Re-embed memories after an embedding model change (or all of them with --all).
+
+Vectors of different models are never compared, so after EMBEDDING_PROVIDER/DIMENSIONS change,
+memories embedded by another model are invisible to the dense path until this runs. It creates
+the HNSW index for the new dimension count, then embeds in batches (idempotent: run it again
+after an interruption). Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.core.management.base import BaseCommand
+from django.db.models import Q
+
+from apps.memories.embeddings import get_provider
+from apps.memories.models import EmbeddingStatus, Memory
+from apps.memories.services import memories_embed
+from apps.memories.vectors import ensure_hnsw_index
+
+
+class Command(BaseCommand):
+    help = "Embed memories whose vector is missing, failed or from another model."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--all", action="store_true", help="Re-embed every memory.")
+        parser.add_argument("--project", help="Only this project id.")
+        parser.add_argument("--batch-size", type=int, default=256)
+
+    def handle(self, *args, all: bool, project: str | None, batch_size: int, **options):
+        provider = get_provider()
+        started = time.perf_counter()
+        ensure_hnsw_index(provider.dimensions)
+        qs = Memory.objects.all()
+        if project:
+            qs = qs.filter(project_id=project)
+        if not all:
+            qs = qs.filter(
+                ~Q(embedding_model=provider.model_id)
+                | ~Q(embedding_dims=provider.dimensions)
+                | ~Q(embedding_status=EmbeddingStatus.READY)
+            )
+        ids = [str(i) for i in qs.order_by("id").values_list("id", flat=True)]
+        done = 0
+        for start in range(0, len(ids), batch_size):
+            done += memories_embed(ids[start : start + batch_size])
+        summary = {
+            "model": provider.model_id,
+            "dimensions": provider.dimensions,
+            "selected": len(ids),
+            "embedded": done,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        self.stdout.write(json.dumps(summary))

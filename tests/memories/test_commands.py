@@ -1,0 +1,70 @@
+"""eval_retrieval, reembed and the lifecycle task, on small data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from apps.memories.evaluation import BM25Baseline, ndcg_at, query_metrics, recall_at, reciprocal_rank
+from apps.memories.models import Memory
+from memorysaas.schedules import JOBS
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+DATASET = {
+    "codebase": "",
+    "memories": [
+        {"key": "m1", "type": "gotcha", "content": "verifyJwt rejects expired tokens.", "related_files": ["auth/jwt.py"],
+         "related_modules": [], "tags": [], "source": "agent_explicit", "confidence": 0.8, "citation_text": "jwt"},
+        {"key": "m2", "type": "pattern", "content": "Paginate lists with a cursor.", "related_files": ["api/list.py"],
+         "related_modules": [], "tags": [], "source": "qa_auto", "confidence": 0.7, "citation_text": "cursor"},
+    ],
+    "queries": [
+        {"key": "q1", "query": "verify_jwt expired", "kind": "identifier", "phase": "implement",
+         "files_in_play": [], "relevant": {"m1": 2}},
+        {"key": "q2", "query": "cursor pagination for lists", "kind": "semantic", "phase": "explore",
+         "files_in_play": ["api/list.py"], "relevant": {"m2": 2}},
+    ],
+}  # fmt: skip
+
+
+def test_metrics():
+    relevant = {"a": 2, "b": 1}
+    assert recall_at(["x", "a"], relevant, 5) == 0.5
+    assert reciprocal_rank(["x", "a"], relevant) == 0.5
+    assert ndcg_at(["a", "b"], relevant) == pytest.approx(1.0)
+    assert ndcg_at(["b", "a"], relevant) < 1.0
+    assert query_metrics([], relevant)["mrr"] == 0.0
+    assert BM25Baseline(["a", "b"], ["select for update", "paginator pages"]).rank("paginator")[0] == "b"
+
+
+def test_eval_retrieval_prints_metrics_and_cleans_up(tmp_path, capsys):
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(DATASET))
+    call_command("eval_retrieval", dataset=str(path))
+    out = capsys.readouterr().out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert set(result["metrics"]) == {"keyword", "dense", "hybrid", "hybrid+boost", "full", "bm25"}
+    assert result["metrics"]["full"]["identifier"]["recall@5"] == 1.0
+    assert {"full_vs_best_single_path", "full_vs_bm25", "identifier_recall@5"} <= set(result["checks"])
+    assert not Memory.objects.exists()
+
+
+def test_reembed_picks_up_other_models(alice, settings, capsys):
+    memory = make_memory(alice)
+    Memory.objects.filter(id=memory.id).update(embedding_model="old-model")
+    call_command("reembed")
+    summary = json.loads(capsys.readouterr().out.strip())
+    assert summary["selected"] == summary["embedded"] == 1
+    memory.refresh_from_db()
+    assert memory.embedding_model == summary["model"]
+
+
+def test_decay_and_prune_is_a_daily_schedule():
+    assert JOBS["memories.decay_and_prune"].schedule_type == "D"
+    from apps.memories.tasks import decay_and_prune_task
+
+    assert callable(decay_and_prune_task)
