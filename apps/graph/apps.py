@@ -5,3 +5,9 @@ class GraphConfig(AppConfig):
     name = "apps.graph"
     label = "graph"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from apps.graph.selectors import neighbour_files
+        from apps.memories.neighbours import register_neighbour_provider
+
+        register_neighbour_provider(neighbour_files)

@@ -120,6 +120,9 @@ class MemoryFilters(InputSchema):
     limit: int = Field(50, ge=1, le=200)
 
 
+_PATCH_NULLABLE = {"work_unit_ref", "decay_half_life_days"}
+
+
 class MemoryPatch(InputSchema):
     content: str | None = Field(None, min_length=1, max_length=MAX_CONTENT_CHARS)
     type: str | None = None
@@ -142,6 +145,9 @@ class MemoryPatch(InputSchema):
     def something_to_change(self) -> MemoryPatch:
         if not self.model_fields_set:
             raise ValueError("send at least one field to change")
+        nulls = sorted(f for f in self.model_fields_set if getattr(self, f) is None and f not in _PATCH_NULLABLE)
+        if nulls:
+            raise ValueError(f"these fields cannot be null: {', '.join(nulls)}")
         return self
 
 

@@ -177,6 +177,8 @@ MEDIA_URL = "/media/"
 MAX_REQUEST_BYTES = env_int("MAX_REQUEST_BYTES", 5 * 1024 * 1024)
 # Repository archives for the graph indexer have their own, larger ceiling.
 MAX_UPLOAD_BYTES = env_int("MAX_UPLOAD_BYTES", 100 * 1024 * 1024)
+GRAPH_UPLOAD_DIR = str(BASE_DIR / ".data" / "graph-uploads")
+GRAPH_CLOSURE_DEPTH = env_int("GRAPH_CLOSURE_DEPTH", 5)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 

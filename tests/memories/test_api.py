@@ -176,3 +176,13 @@ def test_scope_visibility(alice, bob, org_a, api_client, session_client):
     assert "org fact" in listed(alice_api, other_project) and "org fact" in listed(bob_session, other_project)
     assert api_client(alice.key).get(f"memories/{team_memory.id}").status_code == 200
     assert api_client(alice.key).get(f"memories/{org_memory.id}").status_code == 200
+
+
+def test_patch_refuses_null_for_fields_that_cannot_be_null(alice, api_client):
+    from tests.memories.factories import make_memory
+
+    memory = make_memory(alice)
+    response = api_client(alice.key).patch(f"memories/{memory.id}", {"commit_sha": None, "confidence": 0.5})
+    assert response.status_code == 422
+    assert "commit_sha" in str(response.json()["error"]["details"])
+    assert api_client(alice.key).patch(f"memories/{memory.id}", {"decay_half_life_days": None}).status_code == 200

@@ -1,0 +1,236 @@
+"""Knowledge-graph endpoints: index a repository, read its status, impact, dependencies, nodes
+and code chunks."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from ninja import Field, Query, Router
+from pydantic import ValidationError, field_validator
+
+from apps.graph import selectors, services
+from apps.graph.archive import extract_archive
+from apps.graph.models import IndexJob, IndexStatus
+from apps.graph.tasks import index_job_task
+from apps.tenants.roles import Perm
+from apps.tenants.selectors import project_get
+from memorysaas.errors import ApiError, Invalid
+from memorysaas.queue import enqueue
+from memorysaas.schemas import InputSchema, OutputSchema
+
+router = Router(tags=["graph"])
+MAX_BATCH_FILES = 500
+
+
+def _clean_path(value: str) -> str:
+    path = value.replace("\\", "/").strip()
+    if not path or path.startswith("/") or ".." in path.split("/") or len(path) > 500:
+        raise ValueError("paths are relative to the repository root, without '..'")
+    return path.lstrip("./") if path.startswith("./") else path
+
+
+class FileIn(InputSchema):
+    path: str
+    content: str = Field(max_length=services.MAX_FILE_BYTES)
+
+    _path = field_validator("path")(classmethod(lambda cls, v: _clean_path(v)))
+
+
+class BatchIn(InputSchema):
+    files: list[FileIn] = Field(default_factory=list, max_length=MAX_BATCH_FILES)
+    deleted: list[str] = Field(default_factory=list, max_length=MAX_BATCH_FILES)
+    renamed: dict[str, str] = Field(default_factory=dict, description="old path → new path")
+
+    @field_validator("deleted")
+    @classmethod
+    def _deleted(cls, values: list[str]) -> list[str]:
+        return [_clean_path(v) for v in values]
+
+    @field_validator("renamed")
+    @classmethod
+    def _renamed(cls, values: dict[str, str]) -> dict[str, str]:
+        return {_clean_path(k): _clean_path(v) for k, v in values.items()}
+
+
+class JobOut(OutputSchema):
+    id: int | None = None
+    kind: str | None = None
+    status: str
+    progress: int
+    files: int
+    nodes: int
+    edges: int
+    skipped: int
+    skipped_detail: dict = {}
+    error: str | None = None
+
+
+def _job_out(job: IndexJob | None) -> dict[str, Any]:
+    if job is None:
+        return {"status": IndexStatus.IDLE, "progress": 0, "files": 0, "nodes": 0, "edges": 0, "skipped": 0}
+    return {
+        "id": job.id, "kind": job.kind, "status": job.status, "progress": job.progress, "files": job.files,
+        "nodes": job.nodes, "edges": job.edges, "skipped": job.skipped, "skipped_detail": job.skipped_detail,
+        "error": job.error or None,
+    }  # fmt: skip
+
+
+_INDEX_BODY = {
+    "requestBody": {
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"archive": {"type": "string", "format": "binary"}},
+                    "required": ["archive"],
+                }
+            },
+            "application/json": {"schema": BatchIn.model_json_schema()},
+        }
+    }
+}
+
+
+@router.post("/projects/{project_id}/graph/index", response={202: JobOut}, openapi_extra=_INDEX_BODY)
+def index(request, project_id: UUID):
+    """Index the repository: a `.tar.gz`/`.zip` as multipart field `archive` (replaces the graph),
+    or a JSON batch `{"files": [{"path", "content"}], "deleted": [...], "renamed": {old: new}}`
+    (incremental; the files' edges are stale from now until the task rebuilds them)."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.GRAPH_WRITE)
+    content_type = request.content_type or ""
+    if content_type.startswith("multipart/form-data"):
+        job = _archive_job(request, project)
+    elif content_type == "application/json":
+        job = _batch_job(request, project)
+    else:
+        raise ApiError(
+            415,
+            "Send a multipart archive or a JSON batch.",
+            details={"expected": ["multipart/form-data", "application/json"]},
+        )
+    enqueue(index_job_task, job.id)
+    return 202, _job_out(job)
+
+
+def _archive_job(request, project) -> IndexJob:
+    upload = request.FILES.get("archive")
+    if upload is None:
+        raise Invalid("Attach the repository as the multipart field 'archive'.", details={"field": "archive"})
+    dest = os.path.join(settings.GRAPH_UPLOAD_DIR, f"{project.id}-{uuid.uuid4().hex}")
+    try:
+        skipped = extract_archive(upload, upload.name or "", dest)
+    except Exception:
+        import shutil
+
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return IndexJob.objects.create(
+        project=project, kind="full", source_dir=dest, skipped=sum(skipped.values()), skipped_detail=skipped
+    )
+
+
+def _batch_job(request, project) -> IndexJob:
+    try:
+        body = BatchIn.model_validate(json.loads(request.body or b"null"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"The body is not valid JSON: {exc}", code="malformed_json") from None
+    except ValidationError as exc:
+        details = [
+            {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()
+        ]
+        raise Invalid("The batch is not valid.", details=details) from None
+    if not (body.files or body.deleted or body.renamed):
+        raise Invalid("The batch is empty: send files, deleted or renamed.")
+    with transaction.atomic():
+        services.mark_stale(project, [f.path for f in body.files] + body.deleted + list(body.renamed))
+        batch = {
+            "files": [f.model_dump() for f in body.files],
+            "deleted": body.deleted,
+            "renamed": body.renamed,
+        }
+        return IndexJob.objects.create(project=project, kind="incremental", batch=batch)
+
+
+@router.get("/projects/{project_id}/graph/index", response=JobOut)
+def index_status(request, project_id: UUID):
+    """The latest index job: idle (never indexed), queued, running (with progress), done, failed."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return _job_out(IndexJob.objects.filter(project=project).order_by("-created_at", "-id").first())
+
+
+class ImpactQuery(InputSchema):
+    target: str = Field(min_length=1, max_length=800, description="`path` or `path:Symbol`")
+    depth: int = Field(3, ge=1, le=selectors.MAX_DEPTH)
+
+
+@router.get("/projects/{project_id}/graph/impact")
+def impact(request, project_id: UUID, query: Query[ImpactQuery]):
+    """What may break if the target changes: direct and transitive dependents (depth, weight,
+    edge types), tests among them, and the memories linked to it."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return selectors.impact(project=project, target=query.target, depth=query.depth)
+
+
+class DependenciesQuery(InputSchema):
+    file: str = Field(min_length=1, max_length=500)
+    depth: int = Field(1, ge=1, le=selectors.MAX_DEPTH)
+
+
+@router.get("/projects/{project_id}/graph/dependencies")
+def dependencies(request, project_id: UUID, query: Query[DependenciesQuery]):
+    """`{"file": …, "dependencies": [{"file", "depth", "edge_types"}]}`."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return selectors.dependencies(project=project, file=query.file, depth=query.depth)
+
+
+class NodesQuery(InputSchema):
+    q: str = Field(min_length=1, max_length=300)
+    kind: str | None = Field(None, pattern="^(file|directory|module|class|function|method|interface)$")
+    limit: int = Field(20, ge=1, le=100)
+
+
+class NodeOut(OutputSchema):
+    key: str
+    kind: str
+    path: str
+    name: str
+    start_line: int | None
+    end_line: int | None
+    stale: bool
+
+
+@router.get("/projects/{project_id}/graph/nodes", response=list[NodeOut])
+def nodes(request, project_id: UUID, query: Query[NodesQuery]):
+    """Find files and symbols by name (exact, then prefix, then substring)."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    found = selectors.search_nodes(project=project, name=query.q, kind=query.kind, limit=query.limit)
+    return [
+        {
+            "key": n.key,
+            "kind": n.kind,
+            "path": n.path,
+            "name": n.name,
+            "start_line": n.start_line,
+            "end_line": n.end_line,
+            "stale": n.stale_at is not None,
+        }  # fmt: skip
+        for n in found
+    ]
+
+
+class ChunksQuery(InputSchema):
+    q: str = Field(min_length=1, max_length=500)
+    limit: int = Field(5, ge=1, le=50)
+
+
+@router.get("/projects/{project_id}/graph/chunks")
+def chunks(request, project_id: UUID, query: Query[ChunksQuery]):
+    """Functions and classes matching the query (code-aware), with their contextual prefix."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return selectors.search_chunks(project, query.q, query.limit)

@@ -1,0 +1,145 @@
+"""Unpacking an uploaded repository archive safely.
+
+Refused outright (the whole archive, with the offending entries named): absolute paths, `..`
+components, symlinks and hard links, device files and FIFOs. Skipped and counted: vendored
+directories, files over the per-file ceiling. The unpacked total is capped too (a zip bomb is a
+413, not a full disk).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import tarfile
+import zipfile
+from typing import IO
+
+from django.conf import settings
+
+from apps.graph.services import MAX_FILE_BYTES, VENDORED_DIRS
+from memorysaas.errors import ApiError, Invalid
+
+
+def _unsafe(name: str) -> bool:
+    normalized = name.replace("\\", "/")
+    return (
+        normalized.startswith("/")
+        or (len(normalized) > 1 and normalized[1] == ":")
+        or ".." in normalized.split("/")
+    )
+
+
+def _vendored(name: str) -> bool:
+    return any(part in VENDORED_DIRS for part in name.split("/")[:-1])
+
+
+def _target(dest: str, name: str) -> str:
+    path = os.path.normpath(os.path.join(dest, posixpath.normpath(name.lstrip("./") or ".")))
+    if not path.startswith(os.path.abspath(dest) + os.sep):
+        raise Invalid("The archive has an entry outside its root.", details={"entries": [name]})
+    return path
+
+
+def extract_archive(stream: IO[bytes], filename: str, dest: str) -> dict[str, int]:
+    """Unpack a .tar.gz/.tgz/.tar or .zip into `dest`; returns what was skipped, by reason."""
+    os.makedirs(dest, exist_ok=True)
+    dest = os.path.abspath(dest)
+    if filename.endswith(".zip") or zipfile.is_zipfile(stream):
+        stream.seek(0)
+        return _unzip(stream, dest)
+    stream.seek(0)
+    try:
+        archive = tarfile.open(fileobj=stream, mode="r:*")  # noqa: SIM115 (closed by the with below)
+    except (tarfile.TarError, EOFError, OSError):
+        raise Invalid(
+            "Send the repository as a .tar.gz or .zip archive.", details={"field": "archive"}
+        ) from None
+    with archive:
+        return _untar(archive, dest)
+
+
+def _budget() -> int:
+    return int(getattr(settings, "MAX_UNPACKED_BYTES", 5 * settings.MAX_UPLOAD_BYTES))
+
+
+def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
+    try:
+        members = archive.getmembers()
+    except (tarfile.TarError, EOFError, OSError):
+        raise Invalid("The archive is damaged.", details={"field": "archive"}) from None
+    refused = [
+        m.name
+        for m in members
+        if _unsafe(m.name) or m.issym() or m.islnk() or m.isdev() or m.ischr() or m.isblk() or m.isfifo()
+    ]
+    if refused:
+        raise Invalid(
+            "The archive has unsafe entries (absolute, .., links or devices).",
+            details={"entries": refused[:20]},
+        )
+    skipped = {"binary": 0, "vendored": 0, "huge": 0}
+    total = 0
+    for member in members:
+        if not member.isfile():
+            continue
+        if _vendored(member.name):
+            skipped["vendored"] += 1
+            continue
+        if member.size > MAX_FILE_BYTES:
+            skipped["huge"] += 1
+            continue
+        total += member.size
+        if total > _budget():
+            raise ApiError(413, "The archive unpacks to more than the allowed size.", code="too_large")
+        source = archive.extractfile(member)
+        if source is None:
+            continue
+        path = _target(dest, member.name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(source.read())
+    return skipped
+
+
+def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
+    try:
+        archive = zipfile.ZipFile(stream)
+    except zipfile.BadZipFile:
+        raise Invalid("The archive is damaged.", details={"field": "archive"}) from None
+    with archive:
+        infos = archive.infolist()
+        refused = [
+            i.filename
+            for i in infos
+            if _unsafe(i.filename) or stat.S_ISLNK(i.external_attr >> 16) or stat.S_ISCHR(i.external_attr >> 16)
+            or stat.S_ISBLK(i.external_attr >> 16) or stat.S_ISFIFO(i.external_attr >> 16)
+        ]  # fmt: skip
+        if refused:
+            raise Invalid(
+                "The archive has unsafe entries (absolute, .., links or devices).",
+                details={"entries": refused[:20]},
+            )
+        skipped = {"binary": 0, "vendored": 0, "huge": 0}
+        total = 0
+        for info in infos:
+            if info.is_dir():
+                continue
+            if _vendored(info.filename):
+                skipped["vendored"] += 1
+                continue
+            if info.file_size > MAX_FILE_BYTES:
+                skipped["huge"] += 1
+                continue
+            total += info.file_size
+            if total > _budget():
+                raise ApiError(413, "The archive unpacks to more than the allowed size.", code="too_large")
+            path = _target(dest, info.filename)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                data = archive.read(info)
+            except (zipfile.BadZipFile, OSError, NotImplementedError):
+                raise Invalid("The archive is damaged.", details={"entries": [info.filename]}) from None
+            with open(path, "wb") as out:
+                out.write(data)
+    return skipped

@@ -1,0 +1,63 @@
+"""The transitive closure of file dependencies, up to a depth cap. Pure: no Django.
+
+`forward[d]` lists the files `d` depends on as (target, kind, weight) — one entry per target,
+the strongest kind. Walking breadth-first from each file gives the shortest dependency path to
+every file it reaches: the closure row (ancestor = the reached file, descendant = the start)
+with its depth, the path of ids, the edge kinds along it and the product of their weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+Forward = dict[int, list[tuple[int, str, float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    ancestor: int
+    descendant: int
+    depth: int
+    path: tuple[int, ...]
+    kinds: tuple[str, ...]
+    weight: float
+
+
+def rows_from(start: int, forward: Forward, max_depth: int) -> list[Row]:
+    rows: list[Row] = []
+    seen = {start}
+    frontier: list[tuple[int, tuple[int, ...], tuple[str, ...], float]] = [(start, (start,), (), 1.0)]
+    for depth in range(1, max_depth + 1):
+        following = []
+        for node, path, kinds, weight in frontier:
+            for target, kind, edge_weight in forward.get(node, ()):
+                if target in seen:
+                    continue
+                seen.add(target)
+                step = (target, (*path, target), (*kinds, kind), weight * edge_weight)
+                rows.append(Row(target, start, depth, step[1], step[2], step[3]))
+                following.append(step)
+        if not following:
+            break
+        frontier = following
+    return rows
+
+
+def closure(starts: Iterable[int], forward: Forward, max_depth: int) -> list[Row]:
+    return [row for start in starts for row in rows_from(start, forward, max_depth)]
+
+
+def strongest(edges: Iterable[tuple[int, int, str, float]]) -> Forward:
+    """(source, target, kind, weight) edges → the forward map, one (strongest) edge per pair."""
+    best: dict[tuple[int, int], tuple[str, float]] = {}
+    for source, target, kind, weight in edges:
+        if source == target:
+            continue
+        current = best.get((source, target))
+        if current is None or weight > current[1]:
+            best[(source, target)] = (kind, weight)
+    forward: Forward = {}
+    for (source, target), (kind, weight) in sorted(best.items()):
+        forward.setdefault(source, []).append((target, kind, weight))
+    return forward
