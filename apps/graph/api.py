@@ -11,6 +11,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.http.multipartparser import MultiPartParserError
 from ninja import Field, Query, Router
 from pydantic import ValidationError, field_validator
 
@@ -119,7 +120,10 @@ def index(request, project_id: UUID):
 
 
 def _archive_job(request, project) -> IndexJob:
-    upload = request.FILES.get("archive")
+    try:
+        upload = request.FILES.get("archive")
+    except MultiPartParserError as exc:
+        raise ApiError(400, f"The multipart body could not be read: {exc}", code="malformed_multipart") from None
     if upload is None:
         raise Invalid("Attach the repository as the multipart field 'archive'.", details={"field": "archive"})
     dest = os.path.join(settings.GRAPH_UPLOAD_DIR, f"{project.id}-{uuid.uuid4().hex}")

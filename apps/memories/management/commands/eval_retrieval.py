@@ -57,6 +57,8 @@ def _index_codebase(project: Project, codebase: str, out) -> str:
         return "graph app offers no index_directory: structural queries use co-mention neighbours only"
     import importlib
 
+    if not codebase:
+        return "the set names no codebase: no graph is indexed"
     package = codebase.split("==")[0]
     root = Path(importlib.import_module(package).__file__).parent.parent
     started = time.perf_counter()
