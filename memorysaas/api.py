@@ -113,6 +113,7 @@ def _register_routers() -> None:
         "apps.observer.api",
         "apps.graph.api",
         "apps.review.api",
+        "apps.governance.api",
         "apps.sync.api",
         "apps.insights.api",
     ):

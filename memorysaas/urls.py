@@ -17,7 +17,7 @@ urlpatterns = [
     path("", include("apps.tenants.urls")),
 ]
 
-for _app in ("review",):
+for _app in ("review", "governance"):
     try:
         urlpatterns.insert(-1, path("", include(f"apps.{_app}.urls")))
     except ModuleNotFoundError as exc:  # the app has no dashboard pages yet

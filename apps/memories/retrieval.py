@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
-
 from apps.tenants.models import Project
 
 logger = logging.getLogger(__name__)
@@ -14,9 +12,11 @@ logger = logging.getLogger(__name__)
 
 def injection_min_confidence(project: Project) -> float:
     """The decayed confidence a memory needs to be injected proactively by /context in
-    `project`. Defaults to settings.MEMORY_INJECTION_MIN_CONFIDENCE; the dashboard's trust
-    level may replace this function's body to read the project's setting."""
-    return float(settings.MEMORY_INJECTION_MIN_CONFIDENCE)
+    `project`: its trust level's threshold (apps.governance.trust), else
+    settings.MEMORY_INJECTION_MIN_CONFIDENCE."""
+    from apps.governance.trust import threshold_for
+
+    return threshold_for(project)
 
 
 def session_notes(*, session_id: str | None, project: Project) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "apps.observer",
     "apps.graph",
     "apps.review",
+    "apps.governance",
     "apps.sync",
     "apps.insights",
 ]

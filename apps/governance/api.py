@@ -1,0 +1,238 @@
+"""Disputes, notifications and trust-level endpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from ninja import Field, Query, Router, Status
+
+from apps.governance import selectors, services, trust
+from apps.governance.models import DisputeStatus, Resolution
+from apps.memories.selectors import memory_get
+from apps.tenants.roles import Perm
+from apps.tenants.selectors import project_get
+from apps.tenants.services import require
+from memorysaas.schemas import InputSchema, OutputSchema
+
+router = Router(tags=["governance"])
+
+
+class DisputeIn(InputSchema):
+    reason: str = Field(min_length=1, max_length=5000)
+
+
+class CommentIn(InputSchema):
+    body: str = Field(min_length=1, max_length=5000)
+
+
+class ResolveIn(InputSchema):
+    resolution: Resolution
+    note: str = Field("", max_length=5000)
+    changes: dict[str, Any] | None = Field(
+        None, description="For resolution 'update': the memory fields to change (as PATCH /memories/{id})."
+    )
+
+
+class CommentOut(OutputSchema):
+    id: int
+    kind: str
+    author_label: str
+    body: str
+    created_at: datetime
+
+
+class DisputeOut(OutputSchema):
+    id: UUID
+    project_id: UUID
+    memory_id: UUID
+    opened_by_label: str
+    reason: str
+    status: str
+    resolution: str
+    resolution_note: str
+    resolved_by_label: str
+    override: bool
+    created_at: datetime
+    updated_at: datetime
+    resolved_at: datetime | None
+
+
+class DisputeDetailOut(DisputeOut):
+    comments: list[CommentOut]
+
+    @staticmethod
+    def resolve_comments(obj) -> list:
+        return list(selectors.dispute_thread(dispute=obj))
+
+
+class DisputeFilters(InputSchema):
+    status: DisputeStatus | None = None
+
+
+class NotificationOut(OutputSchema):
+    id: int
+    kind: str
+    title: str
+    body: str
+    url: str
+    read: bool
+    project_id: UUID | None
+    created_at: datetime
+
+
+class NotificationFilters(InputSchema):
+    unread: bool = False
+    limit: int = Field(50, ge=1, le=200)
+
+
+class ReadIn(InputSchema):
+    ids: list[int] | None = Field(None, description="Omit to mark every notification read.")
+
+
+class ReadOut(OutputSchema):
+    marked: int
+
+
+class OfferOut(OutputSchema):
+    level: int
+    label: str
+    direction: Literal["advance", "regress"]
+    reason: str
+
+
+class TrustOut(OutputSchema):
+    level: int | None
+    label: str
+    injection_min_confidence: float
+    sessions: int
+    memories: int
+    confirmed_share: float
+    correction_rate: float | None
+    confirmations: int
+    corrections: int
+    flags: int
+    worst_session_flags: int
+    offer: OfferOut | None
+    allowed_levels: list[int]
+
+
+class TrustIn(InputSchema):
+    level: int = Field(ge=1, le=4)
+    reason: str = Field("", max_length=300)
+
+
+def _trust_out(project) -> dict[str, Any]:
+    level = trust.current_level(project)
+    offer = trust.project_offer(project)
+    stats = trust.trust_stats(project)
+    return {
+        "level": level,
+        "label": trust.TrustLevel(level).label if level else "Default",
+        "injection_min_confidence": trust.threshold_for(project),
+        "sessions": stats.sessions,
+        "memories": stats.memories,
+        "confirmed_share": round(stats.confirmed_share, 4),
+        "correction_rate": None if stats.correction_rate is None else round(stats.correction_rate, 4),
+        "confirmations": stats.confirmations,
+        "corrections": stats.corrections,
+        "flags": stats.flags,
+        "worst_session_flags": stats.worst_session_flags,
+        "offer": offer,
+        "allowed_levels": trust.allowed_levels(level, offer),
+    }
+
+
+@router.post("/memories/{memory_id}/disputes", response={201: DisputeDetailOut})
+def disputes_open(request, memory_id: UUID, payload: DisputeIn):
+    """Dispute a memory (memories:write): it gets the disputed badge and stewards are notified."""
+    memory = memory_get(principal=request.auth, memory_id=memory_id)
+    dispute = services.dispute_open(memory=memory, actor=request.auth, reason=payload.reason)
+    return Status(201, dispute)
+
+
+@router.get("/memories/{memory_id}/disputes", response=list[DisputeOut])
+def disputes_of_memory(request, memory_id: UUID):
+    memory = memory_get(principal=request.auth, memory_id=memory_id)
+    require(request.auth, memory.organization_id, Perm.MEMORIES_READ)
+    return list(selectors.disputes_for_memory(principal=request.auth, memory=memory))
+
+
+@router.get("/projects/{project_id}/disputes", response=list[DisputeOut])
+def disputes_of_project(request, project_id: UUID, filters: Query[DisputeFilters]):
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return list(
+        selectors.disputes_for_project(principal=request.auth, project=project, status=filters.status)
+    )
+
+
+def _readable(request, dispute_id: UUID):
+    dispute = selectors.dispute_get(principal=request.auth, dispute_id=dispute_id)
+    require(request.auth, dispute.organization_id, Perm.MEMORIES_READ)
+    return dispute
+
+
+@router.get("/disputes/{dispute_id}", response=DisputeDetailOut)
+def disputes_get(request, dispute_id: UUID):
+    return _readable(request, dispute_id)
+
+
+@router.get("/disputes/{dispute_id}/comments", response=list[CommentOut])
+def disputes_comments(request, dispute_id: UUID):
+    return list(selectors.dispute_thread(dispute=_readable(request, dispute_id)))
+
+
+@router.post("/disputes/{dispute_id}/comments", response={201: CommentOut})
+def disputes_comment(request, dispute_id: UUID, payload: CommentIn):
+    dispute = _readable(request, dispute_id)
+    return Status(201, services.dispute_comment(dispute=dispute, actor=request.auth, body=payload.body))
+
+
+@router.post("/disputes/{dispute_id}/resolve", response=DisputeDetailOut)
+def disputes_resolve(request, dispute_id: UUID, payload: ResolveIn):
+    """Steward, admin or owner: update the memory, deprecate it, or reject the dispute. An
+    admin or owner may resolve a closed dispute again (an override; history is kept)."""
+    dispute = _readable(request, dispute_id)
+    return services.dispute_resolve(
+        dispute=dispute,
+        actor=request.auth,
+        resolution=payload.resolution,
+        note=payload.note,
+        changes=payload.changes,
+    )
+
+
+@router.get("/notifications", response=list[NotificationOut])
+def notifications_list(request, filters: Query[NotificationFilters]):
+    """The caller's own notifications (an API key: its acting user's), newest first."""
+    qs = selectors.notifications_for(user=request.auth.user, unread_only=filters.unread)
+    return list(qs[: filters.limit])
+
+
+@router.post("/notifications/read", response=ReadOut)
+def notifications_read(request, payload: ReadIn):
+    return {"marked": services.notifications_mark_read(user=request.auth.user, ids=payload.ids)}
+
+
+@router.post("/notifications/{notification_id}/read", response=NotificationOut)
+def notification_read(request, notification_id: int):
+    item = selectors.notification_get(user=request.auth.user, notification_id=notification_id)
+    services.notifications_mark_read(user=request.auth.user, ids=[item.pk])
+    item.read = True
+    return item
+
+
+@router.get("/projects/{project_id}/trust", response=TrustOut)
+def trust_get(request, project_id: UUID):
+    """The project's trust level, its injection threshold, the feedback behind the rules and
+    the move they offer (never applied until an owner or admin accepts it)."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return _trust_out(project)
+
+
+@router.put("/projects/{project_id}/trust", response=TrustOut)
+def trust_set(request, project_id: UUID, payload: TrustIn):
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.ADMIN)
+    services.trust_level_set(project=project, actor=request.auth, level=payload.level, reason=payload.reason)
+    return _trust_out(project)

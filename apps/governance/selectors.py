@@ -1,0 +1,67 @@
+"""Reads: disputes a principal may see, their threads, a user's notifications."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from apps.governance.models import Dispute, DisputeStatus, Notification
+from apps.memories.models import Memory
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+from memorysaas.errors import NotFound
+
+
+def _as_uuid(value: str | UUID) -> UUID | None:
+    try:
+        return value if isinstance(value, UUID) else UUID(str(value))
+    except ValueError:
+        return None
+
+
+def disputes_visible(*, principal: Principal):
+    """Disputes on memories the principal can read (a personal memory only to its owner)."""
+    return (
+        Dispute.objects.visible_to(principal)
+        .filter(memory__in=Memory.objects.visible_to(principal).values("id"))
+        .select_related("project__organization", "memory", "opened_by", "resolved_by")
+    )
+
+
+def dispute_get(*, principal: Principal, dispute_id: str | UUID) -> Dispute:
+    dispute = disputes_visible(principal=principal).filter(id=_as_uuid(dispute_id)).first()
+    if dispute is None:
+        raise NotFound("No such dispute.")
+    return dispute
+
+
+def disputes_for_project(*, principal: Principal, project: Project, status: str | None = None):
+    qs = disputes_visible(principal=principal).filter(project=project)
+    if status:
+        qs = qs.filter(status=DisputeStatus(status))
+    return qs
+
+
+def disputes_for_memory(*, principal: Principal, memory: Memory):
+    return disputes_visible(principal=principal).filter(memory=memory)
+
+
+def dispute_thread(*, dispute: Dispute):
+    return dispute.comments.select_related("author")
+
+
+def notifications_for(*, user, unread_only: bool = False):
+    if user is None or not user.pk:
+        return Notification.objects.none()
+    qs = Notification.objects.filter(user=user).select_related("project")
+    return qs.filter(read=False) if unread_only else qs
+
+
+def notification_get(*, user, notification_id: int) -> Notification:
+    item = notifications_for(user=user).filter(pk=notification_id).first()
+    if item is None:
+        raise NotFound("No such notification.")
+    return item
+
+
+def unread_count(*, user) -> int:
+    return notifications_for(user=user, unread_only=True).count()

@@ -1,0 +1,181 @@
+"""Disputes: who may open, comment on and resolve them, what happens to the memory, who hears."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import mail
+
+from apps.governance import services
+from apps.governance.models import Dispute, Notification
+from apps.memories.fusion import weighting
+from apps.memories.models import Memory
+from apps.tenants.roles import Role
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def team(person_with_role):
+    return {role: person_with_role(role) for role in Role}
+
+
+@pytest.fixture
+def signed_in(session_client):
+    """Resolving is a person's act: API keys carry no 'memories:review' scope."""
+
+    def make(person):
+        return session_client(person, enforce_csrf=False)
+
+    return make
+
+
+@pytest.fixture
+def memory(team):
+    return make_memory(team[Role.OWNER], content="Run migrations with --fake on staging.")
+
+
+def _open(api_client, person, memory, reason="That flag corrupts the schema."):
+    return api_client(person.key).post(f"memories/{memory.id}/disputes", {"reason": reason})
+
+
+@pytest.mark.parametrize(
+    ("role", "status"),
+    [(Role.VIEWER, 403), (Role.MEMBER, 201), (Role.STEWARD, 201), (Role.ADMIN, 201), (Role.OWNER, 201)],
+)
+def test_who_may_open_a_dispute(api_client, team, memory, role, status):
+    response = _open(api_client, team[role], memory)
+    assert response.status_code == status, response.content
+    memory.refresh_from_db()
+    assert memory.disputed is (status == 201)
+
+
+def test_opening_flags_the_memory_and_notifies_stewards_in_app_and_by_email(api_client, team, memory):
+    body = _open(api_client, team[Role.MEMBER], memory).json()
+    memory.refresh_from_db()
+    assert memory.disputed and memory.needs_review
+    assert body["status"] == "open" and body["comments"][0]["kind"] == "opened"
+    notified = set(Notification.objects.filter(kind="dispute.opened").values_list("user__email", flat=True))
+    assert notified == {team[r].user.email for r in (Role.STEWARD, Role.ADMIN, Role.OWNER)}
+    assert sorted(m.to[0] for m in mail.outbox) == sorted(notified)
+    assert f"/disputes/{body['id']}/" in mail.outbox[0].body
+    assert (
+        weighting(
+            phase="implement", memory_type="gotcha", source="user_taught", confidence=0.8, disputed=True
+        ).dispute
+        == 0.8
+    )
+
+
+def test_a_second_open_dispute_on_the_same_memory_is_a_conflict(api_client, team, memory):
+    assert _open(api_client, team[Role.MEMBER], memory).status_code == 201
+    assert _open(api_client, team[Role.STEWARD], memory).status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("role", "status"),
+    [(Role.VIEWER, 403), (Role.MEMBER, 201), (Role.STEWARD, 201), (Role.ADMIN, 201), (Role.OWNER, 201)],
+)
+def test_who_may_comment(api_client, team, memory, role, status):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    response = api_client(team[role].key).post(f"disputes/{dispute_id}/comments", {"body": "Seen it too."})
+    assert response.status_code == status, response.content
+    thread = api_client(team[Role.VIEWER].key).get(f"disputes/{dispute_id}/comments").json()
+    assert len(thread) == (2 if status == 201 else 1)
+
+
+def test_comment_notifies_the_opener_and_stewards_but_not_the_author(api_client, team, memory):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    Notification.objects.all().delete()
+    api_client(team[Role.STEWARD].key).post(f"disputes/{dispute_id}/comments", {"body": "Which staging?"})
+    notified = set(Notification.objects.values_list("user__email", flat=True))
+    assert team[Role.MEMBER].user.email in notified
+    assert team[Role.STEWARD].user.email not in notified
+
+
+@pytest.mark.parametrize(
+    ("role", "status"),
+    [(Role.VIEWER, 403), (Role.MEMBER, 403), (Role.STEWARD, 200), (Role.ADMIN, 200), (Role.OWNER, 200)],
+)
+def test_who_may_resolve(api_client, team, memory, role, status, signed_in):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    response = signed_in(team[role]).post(f"disputes/{dispute_id}/resolve", {"resolution": "reject"})
+    assert response.status_code == status, response.content
+    memory.refresh_from_db()
+    assert memory.disputed is (status != 200)
+
+
+def test_update_resolution_rewrites_the_memory_and_clears_the_badge(api_client, team, memory, signed_in):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve",
+        {"resolution": "update", "note": "Fixed.", "changes": {"content": "Never use --fake on staging."}},
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "resolved" and body["resolution"] == "update" and not body["override"]
+    assert [c["kind"] for c in body["comments"]] == ["opened", "resolved"]
+    memory.refresh_from_db()
+    assert (
+        memory.content == "Never use --fake on staging." and not memory.disputed and not memory.needs_review
+    )
+    assert memory.versions.filter(change="dispute_update").exists()
+    assert Notification.objects.filter(kind="dispute.resolved", user=team[Role.MEMBER].user).exists()
+
+
+def test_update_without_changes_is_invalid(api_client, team, memory, signed_in):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    response = signed_in(team[Role.STEWARD]).post(f"disputes/{dispute_id}/resolve", {"resolution": "update"})
+    assert response.status_code == 422
+    assert Dispute.objects.get(pk=dispute_id).is_open
+
+
+def test_deprecate_resolution(api_client, team, memory, signed_in):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    signed_in(team[Role.STEWARD]).post(f"disputes/{dispute_id}/resolve", {"resolution": "deprecate"})
+    memory.refresh_from_db()
+    assert memory.deprecated and not memory.disputed
+
+
+def test_only_admins_override_a_closed_dispute_and_history_is_kept(api_client, team, memory, signed_in):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    steward = signed_in(team[Role.STEWARD])
+    assert steward.post(f"disputes/{dispute_id}/resolve", {"resolution": "reject"}).status_code == 200
+    assert steward.post(f"disputes/{dispute_id}/resolve", {"resolution": "deprecate"}).status_code == 403
+    response = signed_in(team[Role.ADMIN]).post(
+        f"disputes/{dispute_id}/resolve", {"resolution": "deprecate", "note": "It is wrong."}
+    )
+    body = response.json()
+    assert response.status_code == 200 and body["override"] and body["resolution"] == "deprecate"
+    assert [c["kind"] for c in body["comments"]] == ["opened", "resolved", "overridden", "resolved"]
+    assert Memory.objects.get(pk=memory.pk).deprecated
+
+
+def test_lists_and_statuses(api_client, team, memory):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    viewer = api_client(team[Role.VIEWER].key)
+    project_id = team[Role.VIEWER].project.id
+    assert [d["id"] for d in viewer.get(f"projects/{project_id}/disputes").json()] == [dispute_id]
+    assert viewer.get(f"projects/{project_id}/disputes", {"status": "resolved"}).json() == []
+    assert [d["id"] for d in viewer.get(f"memories/{memory.id}/disputes").json()] == [dispute_id]
+
+
+def test_events_are_published(api_client, team, memory, monkeypatch, signed_in):
+    seen = []
+    monkeypatch.setattr(services, "publish", lambda project_id, event, data: seen.append(event))
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    api_client(team[Role.MEMBER].key).post(f"disputes/{dispute_id}/comments", {"body": "More."})
+    signed_in(team[Role.STEWARD]).post(f"disputes/{dispute_id}/resolve", {"resolution": "reject"})
+    assert seen == ["dispute.opened", "dispute.commented", "dispute.resolved"]
+
+
+def test_notifications_are_per_user(api_client, team, memory, charlie):
+    _open(api_client, team[Role.MEMBER], memory)
+    steward = api_client(team[Role.STEWARD].key)
+    items = steward.get("notifications", {"unread": True}).json()
+    assert len(items) == 1 and items[0]["kind"] == "dispute.opened"
+    assert api_client(charlie.key).get("notifications").json() == []
+    assert api_client(charlie.key).post("notifications/read", {}).json() == {"marked": 0}
+    assert steward.post(f"notifications/{items[0]['id']}/read", {}).json()["read"] is True
+    assert steward.get("notifications", {"unread": True}).json() == []
+    assert api_client(team[Role.ADMIN].key).post("notifications/read", {}).json() == {"marked": 1}

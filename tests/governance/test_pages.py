@@ -1,0 +1,80 @@
+"""Dispute and notification pages, end to end through the Django test client."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.governance.models import Dispute, Notification
+from apps.tenants.roles import Role
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def memory(alice):
+    return make_memory(alice, content="The cache key includes the locale.")
+
+
+def _client(session_client, person):
+    return session_client(person, enforce_csrf=False).client
+
+
+def test_member_opens_steward_resolves_through_the_pages(
+    session_client, alice, bob, person_with_role, memory
+):
+    steward = person_with_role(Role.STEWARD)
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    as_bob = _client(session_client, bob)
+    assert "Open dispute" in as_bob.get(f"{base}/memories/{memory.id}/dispute/").content.decode()
+    response = as_bob.post(f"{base}/memories/{memory.id}/dispute/", {"reason": "It does not, since v2."})
+    dispute = Dispute.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"{base}/disputes/{dispute.id}/"
+    page = as_bob.get(response["Location"]).content.decode()
+    assert 'data-testid="disputed-badge"' in page and "It does not, since v2." in page
+    assert "Resolve dispute" not in page
+
+    as_steward = _client(session_client, steward)
+    assert str(dispute.id) in as_steward.get(f"{base}/disputes/").content.decode()
+    home = as_steward.get(f"{base}/").content.decode()
+    assert 'data-testid="unread-count">1<' in home and "Disputes</a>" in home
+    as_steward.post(f"{base}/disputes/{dispute.id}/comment/", {"body": "Checking."})
+    as_steward.post(
+        f"{base}/disputes/{dispute.id}/resolve/",
+        {"resolution": "update", "content": "The cache key no longer includes the locale.", "note": "v2"},
+    )
+    page = as_bob.get(f"{base}/disputes/{dispute.id}/").content.decode()
+    assert "Memory updated" in page and "Checking." in page and 'data-testid="disputed-badge"' not in page
+    memory.refresh_from_db()
+    assert memory.content.startswith("The cache key no longer") and not memory.disputed
+
+
+def test_pages_enforce_roles(session_client, alice, person_with_role, memory):
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    viewer = _client(session_client, person_with_role(Role.VIEWER))
+    assert viewer.get(f"{base}/disputes/").status_code == 200
+    assert viewer.get(f"{base}/memories/{memory.id}/dispute/").status_code == 403
+    member = _client(session_client, person_with_role(Role.MEMBER))
+    member.post(f"{base}/memories/{memory.id}/dispute/", {"reason": "Wrong."})
+    dispute = Dispute.objects.get()
+    assert member.post(f"{base}/disputes/{dispute.id}/resolve/", {"resolution": "reject"}).status_code == 403
+    assert viewer.post(f"{base}/disputes/{dispute.id}/comment/", {"body": "x"}).status_code == 403
+
+
+def test_empty_reason_is_shown_back(session_client, alice, memory):
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    response = _client(session_client, alice).post(f"{base}/memories/{memory.id}/dispute/", {"reason": "  "})
+    assert response.status_code == 422 and "Say why" in response.content.decode()
+
+
+def test_notification_page_opens_and_marks_read(session_client, alice, bob, memory):
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    _client(session_client, bob).post(f"{base}/memories/{memory.id}/dispute/", {"reason": "Wrong."})
+    as_alice = _client(session_client, alice)
+    item = Notification.objects.get(user=alice.user)
+    assert item.title in as_alice.get("/notifications/").content.decode()
+    response = as_alice.get(f"/notifications/{item.pk}/")
+    assert response.status_code == 302 and response["Location"] == item.url
+    item.refresh_from_db()
+    assert item.read
+    assert as_alice.post("/notifications/read/").status_code == 302
