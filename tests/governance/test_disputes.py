@@ -179,3 +179,19 @@ def test_notifications_are_per_user(api_client, team, memory, charlie):
     assert steward.post(f"notifications/{items[0]['id']}/read", {}).json()["read"] is True
     assert steward.get("notifications", {"unread": True}).json() == []
     assert api_client(team[Role.ADMIN].key).post("notifications/read", {}).json() == {"marked": 1}
+
+
+def test_gdpr_export_and_erasure(api_client, team, memory):
+    from apps.governance import gdpr
+
+    member = team[Role.MEMBER].user
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    exported = gdpr.export_user(member)
+    assert [d["id"] for d in exported["disputes_opened"]] == [dispute_id]
+    assert gdpr.export_organization(team[Role.MEMBER].org)["disputes"][0]["thread"][0]["kind"] == "opened"
+    steward = team[Role.STEWARD].user
+    assert gdpr.delete_user_data(steward, "deleted-user-x")["notifications"] == 1
+    counts = gdpr.delete_user_data(member, "deleted-user-y")
+    assert counts["dispute_rows"] == 2
+    dispute = Dispute.objects.get(pk=dispute_id)
+    assert dispute.opened_by is None and dispute.opened_by_label == "deleted-user-y"
