@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.graph import services
 from apps.graph.models import IndexJob, IndexStatus
+from apps.graph.summaries import module_summaries_write
 from apps.tenants.models import Project
 
 
@@ -18,6 +19,9 @@ class Command(BaseCommand):
         parser.add_argument("path")
         parser.add_argument("--project", required=True, help="project id")
         parser.add_argument("--include", action="append", default=[], help="only these subdirectories")
+        parser.add_argument(
+            "--no-summaries", dest="summaries", action="store_false", help="skip the module_insight summaries"
+        )
 
     def handle(self, *args, path: str, project: str, include: list[str], **options) -> None:
         found = Project.objects.filter(id=project).first() if _is_uuid(project) else None
@@ -30,9 +34,11 @@ class Command(BaseCommand):
         )
         if job.status != IndexStatus.DONE:
             raise CommandError(f"Indexing failed: {job.error}")
+        summaries = module_summaries_write(project=found) if options["summaries"] else {}
         self.stdout.write(
             f"indexed {job.files} files: {job.nodes} nodes, {job.edges} edges, {job.skipped} skipped "
             f"in {time.perf_counter() - started:.1f}s"
+            + (f"; module summaries {summaries}" if summaries else "")
         )
 
 
