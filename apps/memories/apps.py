@@ -11,6 +11,12 @@ class MemoriesConfig(AppConfig):
 
         register_neighbour_provider(co_mentioned_files)
 
+        from django.db.backends.signals import connection_created
+
+        from apps.memories.vectors import set_session_search_params
+
+        connection_created.connect(set_session_search_params, dispatch_uid="memories.hnsw_session_params")
+
         from memorysaas.schedules import register_schedule
 
         # Daily: deprecate after three half-lives unused, delete after the grace, evict the cache.

@@ -19,7 +19,7 @@ from uuid import UUID
 import numpy as np
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import BooleanField, FloatField, IntegerField, TextField
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -33,7 +33,7 @@ from apps.memories.models import Memory, MemoryQuerySet
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
 from apps.memories.selectors import memories_by_ids, memories_visible
-from apps.memories.vectors import distance_expr, set_search_params, vector_literal
+from apps.memories.vectors import distance_expr, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 DENSE_TOP = 30
 KEYWORD_TOP = 20
-KEYWORD_POOL = 200
+KEYWORD_POOL = 100
 GRAPH_TOP = 15
 RERANK_TOP = 20
 _WEIGHT_FIELDS = (
@@ -134,10 +134,7 @@ def dense_path(
         .order_by("distance")
         .values_list("id", "distance")[:limit]
     )
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            set_search_params(cursor)
-        found = list(rows)
+    found = list(rows)  # the session's iterative-scan settings apply (vectors.set_session_search_params)
     return [(str(memory_id), 1.0 - float(distance)) for memory_id, distance in found]
 
 

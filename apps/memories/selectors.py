@@ -95,7 +95,11 @@ def find_near_duplicate(
 
 def memories_by_ids(ids: Sequence[UUID | str]) -> list[Memory]:
     """These memories with their relations, in the order given. The caller has checked access."""
-    rows = Memory.objects.filter(id__in=list(ids)).prefetch_related("relations")
+    rows = (
+        Memory.objects.filter(id__in=list(ids))
+        .defer("embedding", "search_vector")
+        .prefetch_related("relations")
+    )
     by_id = {str(m.id): m for m in rows}
     return [by_id[str(i)] for i in ids if str(i) in by_id]
 
@@ -175,6 +179,10 @@ def memories_list(
     if cursor:
         created_at, memory_id = _decode_cursor(cursor)
         qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=memory_id))
-    page = list(qs.order_by("-created_at", "-id").prefetch_related("relations")[: limit + 1])
+    page = list(
+        qs.order_by("-created_at", "-id")
+        .defer("embedding", "search_vector")
+        .prefetch_related("relations")[: limit + 1]
+    )
     next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
     return page[:limit], next_cursor

@@ -53,3 +53,17 @@ def set_search_params(cursor, *, ef_search: int | None = None) -> None:
         " set_config('hnsw.max_scan_tuples', %s, true)",
         [str(ef), str(int(settings.MEMORY_HNSW_MAX_SCAN_TUPLES))],
     )
+
+
+def set_session_search_params(sender=None, connection=None, **kwargs) -> None:
+    """`connection_created` receiver: the same ANN settings for the whole session, so a search
+    needs no transaction and no extra round trip to set them."""
+    if connection is None or connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
+            " set_config('hnsw.ef_search', %s, false),"
+            " set_config('hnsw.max_scan_tuples', %s, false)",
+            [str(int(settings.MEMORY_HNSW_EF_SEARCH)), str(int(settings.MEMORY_HNSW_MAX_SCAN_TUPLES))],
+        )

@@ -1,0 +1,320 @@
+"""Search latency and filtered-ANN recall on a synthetic corpus (README: "Benchmarks — memories").
+
+Builds `--memories` synthetic memories over `--projects` projects (four per organization, 8% of
+memories org-scoped), with vectors that are real embeddings of `--bases` template sentences,
+each jittered (cosine ≈ 0.85 to its base) so neighbourhoods look like a real corpus'. Then, over
+`--queries` queries (real query embeddings), it times:
+
+- dense_unfiltered: raw psycopg top-10 over the whole table (HNSW);
+- dense: raw top-10 with our tenant filter (the SQL `search()` runs: pgvector iterative scan);
+- keyword: raw full-text top-20 under the tenant filter;
+- pipeline: `search()` in-process without the reranker (query vectors already embedded — the
+  embedding itself is reported as embed_p50_ms);
+- http: POST /api/v1/projects/{id}/search through Django's full request stack;
+
+and filtered_recall_at_10: the filtered ANN top-10 against an exact scan under the same filter.
+With --json the last line is one JSON object. Bench organizations are deleted unless --keep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from django.core.management.base import BaseCommand
+from django.db import connection, transaction
+from django.db.models import BooleanField, FloatField
+from django.db.models.expressions import RawSQL
+from django.test import Client
+
+from apps.memories.codetokens import tsquery_any
+from apps.memories.embeddings import embed_query, get_provider
+from apps.memories.keyword import index_memory, query_terms
+from apps.memories.search import search
+from apps.memories.selectors import memories_visible
+from apps.memories.services import rebuild_term_stats
+from apps.memories.synthetic import Corpus
+from apps.memories.vectors import (
+    distance_expr,
+    ensure_hnsw_index,
+    index_name,
+    set_search_params,
+    vector_literal,
+)
+from apps.tenants.models import Organization, Project
+from apps.tenants.principal import SYSTEM
+from apps.tenants.services import api_key_create
+
+_STAGE_COLUMNS = "id, org, project, type, content, scope, related_files, emb, lit, a, c, citation"
+
+
+def _p(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 3) if values else 0.0
+
+
+class Command(BaseCommand):
+    help = "Benchmark dense, keyword, pipeline and HTTP search latency and filtered-ANN recall."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--memories", type=int, default=100_000)
+        parser.add_argument("--projects", type=int, default=20)
+        parser.add_argument("--queries", type=int, default=200)
+        parser.add_argument("--bases", type=int, default=1000)
+        parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument("--json", action="store_true", help="End with one JSON line.")
+        parser.add_argument("--keep", action="store_true", help="Keep the bench organizations.")
+
+    def handle(self, *args, **opts):
+        self.say = self.stdout.write
+        provider = get_provider()
+        corpus = Corpus(opts["seed"])
+        bases = corpus.bases(opts["bases"])
+        started = time.perf_counter()
+        base_vectors = provider.embed([text for text, _ in bases])
+        self.say(f"embedded {len(bases)} base sentences in {time.perf_counter() - started:.1f}s")
+        memories = corpus.memories(opts["memories"], bases)
+        rng = np.random.default_rng(opts["seed"])
+        vectors = base_vectors[[m.base for m in memories]]
+        vectors = vectors + rng.normal(0, 0.0316, vectors.shape).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+        orgs, projects = self._tenants(opts["projects"])
+        try:
+            self._load(memories, vectors, projects, provider.model_id, rng)
+            result = self._measure(corpus, bases, projects, opts["queries"], provider, rng)
+        finally:
+            if not opts["keep"]:
+                started = time.perf_counter()
+                for org in orgs:
+                    org.delete()
+                self.say(f"cleaned up in {time.perf_counter() - started:.1f}s")
+        result.update(memories=opts["memories"], projects=opts["projects"], queries=opts["queries"])
+        for key, value in result.items():
+            self.say(f"{key:>26}: {value}")
+        if opts["json"]:
+            self.stdout.write(json.dumps(result, sort_keys=True))
+
+    # ------------------------------------------------------------ setup
+
+    def _tenants(self, count: int) -> tuple[list[Organization], list[Project]]:
+        suffix = uuid.uuid4().hex[:6]
+        orgs, projects = [], []
+        for n in range(count):
+            if n % 4 == 0:
+                orgs.append(
+                    Organization.objects.create(
+                        name=f"bench {suffix} {n // 4}", slug=f"bench-{suffix}-{n // 4}"
+                    )
+                )
+            projects.append(
+                Project.objects.create(organization=orgs[-1], name=f"bench {n}", slug=f"bench-{suffix}-p{n}")
+            )
+        return orgs, projects
+
+    def _load(self, memories, vectors, projects: list[Project], model_id: str, rng) -> None:
+        started = time.perf_counter()
+        owners = rng.integers(0, len(projects), len(memories))
+        org_scoped = rng.random(len(memories)) < 0.08
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM memories_memory")
+            others = cursor.fetchone()[0]
+        rebuild_index = others < 10_000  # a dev or CI database: build the index after loading
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "CREATE TEMP TABLE bench_stage (id uuid, org uuid, project uuid, type text, content text,"
+                " scope text, related_files varchar[], emb text, lit text, a text, c text, citation text)"
+                " ON COMMIT DROP"
+            )
+            with cursor.cursor.copy(f"COPY bench_stage ({_STAGE_COLUMNS}) FROM STDIN") as copy:
+                for memory, vector, owner, org_scope in zip(
+                    memories, vectors, owners, org_scoped, strict=True
+                ):
+                    project = projects[int(owner)]
+                    indexed = index_memory(content=memory.content, related_files=memory.related_files)
+                    copy.write_row(
+                        (
+                            uuid.uuid4(),
+                            project.organization_id,
+                            project.id,
+                            memory.type,
+                            memory.content,
+                            "org" if org_scope else "project",
+                            memory.related_files,
+                            "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]",
+                            indexed.whole_literal,
+                            indexed.words_b,
+                            indexed.words_c,
+                            memory.content[:39],
+                        )
+                    )
+            self.say(f"staged {len(memories)} rows in {time.perf_counter() - started:.1f}s")
+            if rebuild_index:
+                cursor.execute(f"DROP INDEX IF EXISTS {index_name(len(vectors[0]))}")
+            cursor.execute(
+                """
+                INSERT INTO memories_memory (
+                    id, organization_id, project_id, type, content, source, scope, confidence, tags,
+                    related_files, related_modules, payload, citation_text, methodology, session_id,
+                    provenance_session_ids, commit_sha, target_node_id, impacted_node_ids, needs_review,
+                    user_verified, pinned, deprecated, disputed, chunk_type, context_prefix, access_count,
+                    uncorrected_access_count, used_count, helpful_count, flag_count, secrets_redacted,
+                    secret_kinds, embedding, embedding_model, embedding_dims, embedding_status,
+                    embedding_error, embedded_at, search_vector, decay_half_life_days, last_accessed_at,
+                    version, created_at, updated_at)
+                SELECT id, org, project, type, content, 'agent_explicit', scope, 0.8, '{}', related_files,
+                    '{}', '{}'::jsonb, citation, '', '', '{}', '', '', '{}', false, false, false, false,
+                    false, '', '', 0, 0, 0, 0, 0, false, '{}', emb::vector, %s, %s, 'ready', '', now(),
+                    lit::tsvector || setweight(to_tsvector('english', a), 'B')
+                        || setweight(to_tsvector('english', c), 'C'),
+                    NULL, now(), 1, now(), now()
+                FROM bench_stage
+                """,
+                [model_id, len(vectors[0])],
+            )
+        self.say(f"inserted {len(memories)} memories in {time.perf_counter() - started:.1f}s")
+        started = time.perf_counter()
+        if rebuild_index:
+            with connection.cursor() as cursor:
+                cursor.execute("SET maintenance_work_mem = '1GB'")
+                cursor.execute("SET max_parallel_maintenance_workers = 2")
+                ensure_hnsw_index(len(vectors[0]))
+                cursor.execute("RESET maintenance_work_mem")
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memories_memory")
+        for project in projects:
+            rebuild_term_stats(project=project)
+        self.say(f"index, statistics and term stats in {time.perf_counter() - started:.1f}s")
+
+    # ------------------------------------------------------------ measurement
+
+    def _timed(self, sql: str, params: list[Any], *, settings: str = "ann") -> tuple[list, float]:
+        with transaction.atomic(), connection.cursor() as cursor:
+            if settings == "ann":
+                set_search_params(cursor)
+            elif settings == "exact":
+                cursor.execute("SET LOCAL enable_indexscan = off")
+                cursor.execute("SET LOCAL enable_bitmapscan = on")
+            started = time.perf_counter()
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            return rows, (time.perf_counter() - started) * 1000
+
+    def _dense_sql(self, project: Project, vector: np.ndarray, model_id: str) -> tuple[str, list]:
+        dims = len(vector)
+        qs = (
+            memories_visible(principal=SYSTEM, project=project)
+            .active()
+            .filter(embedding_dims=dims, embedding_model=model_id)
+            .annotate(
+                distance=RawSQL(distance_expr(dims), [vector_literal(vector)], output_field=FloatField())
+            )
+            .order_by("distance")
+            .values_list("id", flat=True)[:10]
+        )
+        sql, params = qs.query.sql_with_params()
+        return sql, list(params)
+
+    def _keyword_sql(self, project: Project, query: str) -> tuple[str, list]:
+        terms = query_terms(query)
+        words = " | ".join(re.findall(r"[A-Za-z]{2,}", terms.words)) or "nothing"
+        tsquery = "(to_tsquery('english', %s) || %s::tsquery)" if terms.whole else "to_tsquery('english', %s)"
+        params: list[Any] = [words, tsquery_any(terms.whole)] if terms.whole else [words]
+        qs = (
+            memories_visible(principal=SYSTEM, project=project)
+            .active()
+            .alias(match=RawSQL(f"search_vector @@ {tsquery}", params, output_field=BooleanField()))
+            .filter(match=True)
+            .annotate(rank=RawSQL(f"ts_rank(search_vector, {tsquery})", params, output_field=FloatField()))
+            .order_by("-rank")
+            .values_list("id", flat=True)[:20]
+        )
+        sql, sql_params = qs.query.sql_with_params()
+        return sql, list(sql_params)
+
+    def _measure(self, corpus: Corpus, bases, projects: list[Project], count: int, provider, rng) -> dict:
+        queries = corpus.queries(count, bases)
+        targets = [projects[int(i)] for i in rng.integers(0, len(projects), count)]
+        started = time.perf_counter()
+        embed_times = []
+        vectors = []
+        for text, _files in queries:
+            t0 = time.perf_counter()
+            vectors.append(embed_query(text, provider))
+            embed_times.append((time.perf_counter() - t0) * 1000)
+        self.say(f"embedded {count} queries in {time.perf_counter() - started:.1f}s")
+        dims = len(vectors[0])
+        unfiltered_sql = (
+            f"SELECT id FROM memories_memory WHERE embedding_dims = {dims} "
+            f"ORDER BY {distance_expr(dims)} LIMIT 10"
+        )
+        times: dict[str, list[float]] = {
+            k: [] for k in ("unfiltered", "dense", "keyword", "pipeline", "http")
+        }
+        recalls = []
+        stages: dict[str, list[float]] = {}
+        keys = {p.organization_id: self._api_key(p.organization) for p in projects}
+        client = Client()
+        for warm in (True, False):
+            for (text, files), project, vector in zip(
+                queries[: 10 if warm else None], targets, vectors, strict=False
+            ):
+                literal = vector_literal(vector)
+                _, ms = self._timed(unfiltered_sql, [literal])
+                times["unfiltered"].append(ms)
+                sql, params = self._dense_sql(project, vector, provider.model_id)
+                ann, ms = self._timed(sql, params)
+                times["dense"].append(ms)
+                exact, _ = self._timed(sql, params, settings="exact")
+                if exact:
+                    recalls.append(len({r[0] for r in ann} & {r[0] for r in exact}) / len(exact))
+                sql, params = self._keyword_sql(project, text)
+                _, ms = self._timed(sql, params, settings="plain")
+                times["keyword"].append(ms)
+                t0 = time.perf_counter()
+                found = search(
+                    principal=SYSTEM, project=project, query=text, files=files, limit=10, rerank=False
+                )
+                times["pipeline"].append((time.perf_counter() - t0) * 1000)
+                for stage, ms in found.timings_ms.items():
+                    stages.setdefault(stage, []).append(ms)
+                t0 = time.perf_counter()
+                response = client.post(
+                    f"/api/v1/projects/{project.id}/search",
+                    json.dumps({"query": text, "files": files, "limit": 10, "rerank": False}),
+                    content_type="application/json",
+                    HTTP_AUTHORIZATION=f"Bearer {keys[project.organization_id]}",
+                    HTTP_HOST="127.0.0.1",
+                )
+                times["http"].append((time.perf_counter() - t0) * 1000)
+                assert response.status_code == 200, response.content[:300]
+            if warm:
+                times = {k: [] for k in times}
+                recalls = []
+                stages = {}
+        return {
+            "embed_p50_ms": _p(embed_times, 50),
+            "dense_unfiltered_p95_ms": _p(times["unfiltered"], 95),
+            "dense_p50_ms": _p(times["dense"], 50),
+            "dense_p95_ms": _p(times["dense"], 95),
+            "keyword_p95_ms": _p(times["keyword"], 95),
+            "pipeline_p50_ms": _p(times["pipeline"], 50),
+            "pipeline_p95_ms": _p(times["pipeline"], 95),
+            "http_p95_ms": _p(times["http"], 95),
+            "http_requests": len(times["http"]),
+            "pipeline_stage_p50_ms": {stage: _p(values, 50) for stage, values in stages.items()},
+            "filtered_recall_at_10": round(float(np.mean(recalls)), 4) if recalls else None,
+        }
+
+    def _api_key(self, organization: Organization) -> str:
+        _, full = api_key_create(
+            organization=organization,
+            actor=SYSTEM,
+            name="bench",
+            scopes=["memories:read"],
+            check_permission=False,
+        )
+        return full
