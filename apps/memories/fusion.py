@@ -162,6 +162,8 @@ class RerankInput:
 
 # The local precision stage's blend: meaning first, exact terms next, graph evidence last.
 PRECISION_WEIGHTS = {"cosine": 1.0, "keyword": 0.5, "graph": 0.3}
+
+
 # How strongly the stage-3 product weighting carries into the precision order (a square root
 # keeps a 2× phase/trust difference from outweighing a clear relevance gap).
 FACTOR_EXPONENT = 0.5

@@ -102,11 +102,23 @@ def bm25(
 
 
 def select_filter_terms(
-    term_df: Mapping[str, int], n_docs: int, *, max_share: float = 0.2, limit: int = 24
+    term_df: Mapping[str, int],
+    n_docs: int,
+    *,
+    max_share: float = 0.2,
+    max_rows: int = 2000,
+    limit: int = 24,
 ) -> list[str]:
-    """The terms that select candidates: the rarest ones. Very common terms still score but do
-    not pull in thousands of rows; if every term is common the rarest few are used anyway."""
+    """The terms that select candidates: the rarest ones, while their document frequencies add
+    up to at most `max_rows` (so a query of common words cannot pull in most of a large project)
+    and none is in more than `max_share` of the documents. Common terms still score in BM25;
+    if every term is common, the rarest one selects alone."""
     present = sorted((df, term) for term, df in term_df.items() if df > 0)
-    rare = [term for df, term in present if df <= max(max_share * n_docs, 1)]
-    chosen = rare or [term for _, term in present[:3]]
-    return chosen[:limit]
+    chosen: list[str] = []
+    rows = 0
+    for df, term in present:
+        if df > max(max_share * n_docs, 1) or rows + df > max_rows or len(chosen) >= limit:
+            break
+        chosen.append(term)
+        rows += df
+    return chosen or [term for _, term in present[:1]]

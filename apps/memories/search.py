@@ -20,7 +20,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import BooleanField, FloatField, IntegerField, TextField
+from django.db.models import BooleanField, FloatField, IntegerField, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -166,18 +166,17 @@ def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
     return dfs, n_docs
 
 
-def keyword_path(
-    base: MemoryQuerySet, query: str, project: Project, *, limit: int = KEYWORD_TOP
-) -> list[tuple[str, float]]:
-    """(id, BM25) best first: PostgreSQL's GIN index finds memories holding the query's rarer
-    lexemes, BM25 over all query lexemes (field-weighted, project DF) ranks them."""
+def keyword_candidates(
+    base: MemoryQuerySet, query: str, project: Project
+) -> tuple[QuerySet, dict[str, int], int]:
+    """The keyword path's SQL: memories holding the query's rarer lexemes (GIN index), best
+    `ts_rank` first, each with its length and the query lexemes it holds with their weights;
+    plus every query lexeme's document frequency and the project's memory count."""
     dfs, n_docs = _query_lexemes(query, project)
     if not dfs:
-        return []
+        return base.none().values_list("id", "id", "id"), dfs, n_docs
     selection = {term: max(df, 1) for term, df in dfs.items()}
-    filter_terms = select_filter_terms(selection, max(n_docs, 1))
-    tsquery = tsquery_any(filter_terms)
-    all_terms = list(dfs)
+    tsquery = tsquery_any(select_filter_terms(selection, max(n_docs, 1)))
     rows = (
         base.alias(kw=RawSQL("search_vector @@ %s::tsquery", [tsquery], output_field=BooleanField()))
         .filter(kw=True)
@@ -187,13 +186,22 @@ def keyword_path(
             hits=RawSQL(
                 "(SELECT array_agg(u.lexeme || ':' || array_to_string(u.weights, ''))"
                 " FROM unnest(search_vector) u WHERE u.lexeme = ANY(%s::text[]))",
-                [all_terms],
+                [list(dfs)],
                 output_field=ArrayField(TextField()),
             ),
         )
         .order_by("-ts", "id")
         .values_list("id", "doclen", "hits")[:KEYWORD_POOL]
     )
+    return rows, dfs, n_docs
+
+
+def keyword_path(
+    base: MemoryQuerySet, query: str, project: Project, *, limit: int = KEYWORD_TOP
+) -> list[tuple[str, float]]:
+    """(id, BM25) best first: PostgreSQL finds candidates by the query's rarer lexemes, BM25 over
+    all query lexemes (field-weighted, project DF) ranks them."""
+    rows, dfs, n_docs = keyword_candidates(base, query, project)
     candidates = []
     for memory_id, doclen, hits in rows:
         matches: dict[str, float] = {}

@@ -68,3 +68,14 @@ def test_decay_and_prune_is_a_daily_schedule():
     from apps.memories.tasks import decay_and_prune_task
 
     assert callable(decay_and_prune_task)
+
+
+def test_bench_search_prints_its_figures(capsys):
+    call_command("bench_search", memories=300, projects=2, queries=6, bases=20, json=True)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {
+        "dense_unfiltered_p95_ms", "dense_p50_ms", "dense_p95_ms", "keyword_p95_ms", "pipeline_p50_ms",
+        "pipeline_p95_ms", "http_p95_ms", "filtered_recall_at_10",
+    } <= set(result)  # fmt: skip
+    assert result["filtered_recall_at_10"] > 0.5
+    assert not Memory.objects.exists()

@@ -1,8 +1,10 @@
 """Search latency and filtered-ANN recall on a synthetic corpus (README: "Benchmarks — memories").
 
 Builds `--memories` synthetic memories over `--projects` projects (four per organization, 8% of
-memories org-scoped), with vectors that are real embeddings of `--bases` template sentences,
-each jittered (cosine ≈ 0.85 to its base) so neighbourhoods look like a real corpus'. Then, over
+memories org-scoped). Memories vary `--bases` template sentences (an identifier and a file
+appended to each); a memory's vector is the real embedding of its base sentence, jittered to
+cosine ≈ 0.85, so neighbourhoods have the model's geometry without embedding 100K sentences.
+Then, over
 `--queries` queries (real query embeddings), it times:
 
 - dense_unfiltered: raw psycopg top-10 over the whole table (HNSW);
@@ -19,7 +21,6 @@ With --json the last line is one JSON object. Bench organizations are deleted un
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from typing import Any
@@ -27,14 +28,13 @@ from typing import Any
 import numpy as np
 from django.core.management.base import BaseCommand
 from django.db import connection, transaction
-from django.db.models import BooleanField, FloatField
+from django.db.models import FloatField
 from django.db.models.expressions import RawSQL
 from django.test import Client
 
-from apps.memories.codetokens import tsquery_any
 from apps.memories.embeddings import embed_query, get_provider
-from apps.memories.keyword import index_memory, query_terms
-from apps.memories.search import search
+from apps.memories.keyword import index_memory
+from apps.memories.search import keyword_candidates, search
 from apps.memories.selectors import memories_visible
 from apps.memories.services import rebuild_term_stats
 from apps.memories.synthetic import Corpus
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         parser.add_argument("--memories", type=int, default=100_000)
         parser.add_argument("--projects", type=int, default=20)
         parser.add_argument("--queries", type=int, default=200)
-        parser.add_argument("--bases", type=int, default=1000)
+        parser.add_argument("--bases", type=int, default=2000)
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument("--json", action="store_true", help="End with one JSON line.")
         parser.add_argument("--keep", action="store_true", help="Keep the bench organizations.")
@@ -91,6 +91,8 @@ class Command(BaseCommand):
                 started = time.perf_counter()
                 for org in orgs:
                     org.delete()
+                with connection.cursor() as cursor:
+                    cursor.execute("VACUUM ANALYZE memories_memory")  # the index drops dead entries
                 self.say(f"cleaned up in {time.perf_counter() - started:.1f}s")
         result.update(memories=opts["memories"], projects=opts["projects"], queries=opts["queries"])
         for key, value in result.items():
@@ -122,7 +124,8 @@ class Command(BaseCommand):
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM memories_memory")
             others = cursor.fetchone()[0]
-        rebuild_index = others < 10_000  # a dev or CI database: build the index after loading
+        # A big load into a dev or CI database: build the index once after loading.
+        rebuild_index = others < 10_000 and len(memories) >= 10_000
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 "CREATE TEMP TABLE bench_stage (id uuid, org uuid, project uuid, type text, content text,"
@@ -219,21 +222,10 @@ class Command(BaseCommand):
         return sql, list(params)
 
     def _keyword_sql(self, project: Project, query: str) -> tuple[str, list]:
-        terms = query_terms(query)
-        words = " | ".join(re.findall(r"[A-Za-z]{2,}", terms.words)) or "nothing"
-        tsquery = "(to_tsquery('english', %s) || %s::tsquery)" if terms.whole else "to_tsquery('english', %s)"
-        params: list[Any] = [words, tsquery_any(terms.whole)] if terms.whole else [words]
-        qs = (
-            memories_visible(principal=SYSTEM, project=project)
-            .active()
-            .alias(match=RawSQL(f"search_vector @@ {tsquery}", params, output_field=BooleanField()))
-            .filter(match=True)
-            .annotate(rank=RawSQL(f"ts_rank(search_vector, {tsquery})", params, output_field=FloatField()))
-            .order_by("-rank")
-            .values_list("id", flat=True)[:20]
-        )
-        sql, sql_params = qs.query.sql_with_params()
-        return sql, list(sql_params)
+        base = memories_visible(principal=SYSTEM, project=project).active()
+        rows, _, _ = keyword_candidates(base, query, project)
+        sql, params = rows[:20].query.sql_with_params()
+        return sql, list(params)
 
     def _measure(self, corpus: Corpus, bases, projects: list[Project], count: int, provider, rng) -> dict:
         queries = corpus.queries(count, bases)
