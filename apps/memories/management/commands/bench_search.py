@@ -91,8 +91,9 @@ class Command(BaseCommand):
                 started = time.perf_counter()
                 for org in orgs:
                     org.delete()
-                with connection.cursor() as cursor:
-                    cursor.execute("VACUUM ANALYZE memories_memory")  # the index drops dead entries
+                if not connection.in_atomic_block:  # (a test runs the command inside one)
+                    with connection.cursor() as cursor:
+                        cursor.execute("VACUUM ANALYZE memories_memory")  # the index drops dead entries
                 self.say(f"cleaned up in {time.perf_counter() - started:.1f}s")
         result.update(memories=opts["memories"], projects=opts["projects"], queries=opts["queries"])
         for key, value in result.items():
