@@ -113,3 +113,16 @@ def test_trust_page_shows_and_accepts_the_offer(session_client, alice, bob):
     as_member = session_client(bob, enforce_csrf=False).client
     assert "Accept:" not in as_member.get(page).content.decode()
     assert as_member.post(page + "set/", {"level": "1"}).status_code == 403
+
+
+def test_owners_and_admins_hear_of_a_regression_offer_once(alice, bob, person_with_role):
+    from apps.governance.models import Notification
+
+    admin = person_with_role(Role.ADMIN)
+    ProjectTrust.objects.create(project=alice.project, organization=alice.org, level=TrustLevel.STANDARD)
+    memories = [make_memory(alice, content=f"Claim {i} about deploys.") for i in range(4)]
+    for memory in memories:
+        memory_services.memory_feedback(memory=memory, actor=bob.principal, kind="flag", session_id="s1")
+    offers = Notification.objects.filter(kind="trust.offer")
+    assert {n.user_id for n in offers} == {alice.user.pk, admin.user.pk}
+    assert "step back to Cautious" in offers[0].title and "/trust/" in offers[0].url
