@@ -2,8 +2,8 @@
 
 A cursor is the (transaction id, sequence) of the last change a device has applied, encoded
 as an opaque string. Changes are read in (xid, seq) order and only from transactions older
-than every transaction still running, so everything after a cursor is either already visible
-or will commit with a larger xid — a cursor never skips a change.
+than every transaction still running in the database (selectors.HORIZON), so everything after a
+cursor is either already visible or will commit with a larger xid — a cursor never skips a change.
 """
 
 from __future__ import annotations

@@ -53,18 +53,51 @@ def memory_payload(memory: Memory) -> dict[str, Any]:
     }
 
 
+# The horizon: every transaction that can still add a change to this database's feed has an xid
+# at or above it, so a cursor may move up to it and never skip a change that commits later.
+#
+# The statement's snapshot lists the transactions running anywhere on the server (`xip`); a
+# transaction of another database (another tenant, a parallel test run) never writes here, so it
+# must not hold the feed back the way the snapshot's cluster-wide xmin would. Only transactions
+# *seen running in another database* are set aside: an xid belongs to one database for its whole
+# life, so that is true however stale the activity view is (it is read after the snapshot and
+# cached per transaction). Everything else counts — this database's transactions, and any the
+# view cannot place (committed since the snapshot, xid not yet published, a prepared transaction
+# of this database, a hidden backend) — which errs only towards holding back. The 32-bit xids are
+# compared among transactions running at once, which wraparound protection keeps within 2^31 of
+# each other, so no epoch arithmetic is needed; the horizon itself is a full xid8 from the
+# snapshot. Transactions that start later get xids above the snapshot's xmax. Our own transaction
+# is not in `xip`; if it has an xid (it wrote), that holds the feed back too, as the snapshot's
+# xmin did: its changes are not committed yet. `backend_xmin` is no help: readers write nothing.
+HORIZON = """
+    SELECT LEAST(
+        pg_snapshot_xmax(snap),
+        pg_current_xact_id_if_assigned(),
+        (SELECT min(running) FROM pg_snapshot_xip(snap) AS running
+         WHERE xid(running) NOT IN (
+             SELECT backend_xid FROM pg_stat_activity
+             WHERE datname <> current_database() AND backend_xid IS NOT NULL
+             UNION ALL
+             SELECT transaction FROM pg_prepared_xacts WHERE database <> current_database()))
+    ) AS xid
+    FROM pg_current_snapshot() AS snap
+"""
+
+
 def _feed_rows(
     organization_id: UUID, after: Cursor, limit: int
 ) -> list[tuple[UUID, int, int, bool, UUID, str]]:
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            SELECT memory_id, xid::text::bigint, seq, deleted, project_id, scope, ever_shared, owner_id
-            FROM sync_memorychange
+            f"""
+            WITH horizon AS MATERIALIZED ({HORIZON})
+            SELECT memory_id, change.xid::text::bigint, seq, deleted, project_id, scope, ever_shared,
+                   owner_id
+            FROM sync_memorychange AS change, horizon
             WHERE organization_id = %s
-              AND (xid, seq) > (%s::text::xid8, %s)
-              AND xid < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY xid, seq
+              AND (change.xid, seq) > (%s::text::xid8, %s)
+              AND change.xid < horizon.xid
+            ORDER BY change.xid, seq
             LIMIT %s
             """,
             [str(organization_id), str(after.xid), after.seq, limit],

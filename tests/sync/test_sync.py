@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from apps.memories.models import Memory
 from apps.memories.services import memory_delete, memory_update
+from apps.sync.feed import Cursor
+from apps.sync.models import MemoryChange
+from apps.sync.selectors import changes_since
 from apps.tenants import services as tenant_services
 from apps.tenants.models import Device
 from apps.tenants.principal import Principal
@@ -33,6 +36,14 @@ def pull(client, project, cursor=None, **params):
     response = client.get("sync/pull", query)
     assert response.status_code == 200, response.content
     return response.json()
+
+
+def connect(dbname=None):
+    """Another session on the test database's server (`dbname`: another database on it)."""
+    db = connection.settings_dict
+    return psycopg.connect(
+        dbname=dbname or db["NAME"], user=db["USER"], host=db["HOST"], port=db.get("PORT") or None
+    )
 
 
 def push(client, project, changes, status=200):
@@ -85,8 +96,7 @@ def test_a_slow_transaction_is_never_skipped_by_the_cursor(alice, api_client):
     client = api_client(alice.key)
     early = make_memory(alice, content="Slow transaction target.", type="gotcha")
     cursor = pull(client, alice.project)["cursor"]
-    db = connection.settings_dict
-    slow = psycopg.connect(dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db.get("PORT") or None)
+    slow = connect()
     try:
         slow.execute(
             "UPDATE memories_memory SET version = version + 1, content = 'edited late' WHERE id = %s",
@@ -101,6 +111,32 @@ def test_a_slow_transaction_is_never_skipped_by_the_cursor(alice, api_client):
     after = pull(client, alice.project, while_open["cursor"])
     assert [c["memory"]["id"] for c in after["changes"]] == [str(early.id), str(later.id)]
     assert after["changes"][0]["memory"]["content"] == "edited late"
+
+
+def test_a_transaction_in_another_database_does_not_hold_the_feed_back(alice, api_client):
+    """Only this database's transactions can add to its feed: another database on the same server
+    (another tenant, a parallel test run) may keep a transaction open as long as it likes."""
+    client = api_client(alice.key)
+    cursor = pull(client, alice.project)["cursor"]
+    elsewhere = connect("postgres")
+    try:
+        elsewhere_xid = int(elsewhere.execute("SELECT pg_current_xact_id()").fetchone()[0])
+        memory = make_memory(alice, content="Committed while another database works.", type="gotcha")
+        assert int(MemoryChange.objects.get(memory_id=memory.id).xid) > elsewhere_xid
+        got = pull(client, alice.project, cursor)
+    finally:
+        elsewhere.close()
+    assert [c["memory"]["id"] for c in got["changes"]] == [str(memory.id)]
+
+
+def test_the_pulling_transactions_own_uncommitted_changes_wait_for_its_commit(alice, api_client):
+    cursor = pull(api_client(alice.key), alice.project)["cursor"]
+    with transaction.atomic():
+        memory = make_memory(alice, content="Written in the pulling transaction.", type="gotcha")
+        inside = changes_since(principal=alice.principal, project=alice.project, cursor=Cursor.decode(cursor))
+        assert inside.changes == [] and inside.cursor == Cursor.decode(cursor)
+    after = pull(api_client(alice.key), alice.project, cursor)
+    assert [c["memory"]["id"] for c in after["changes"]] == [str(memory.id)]
 
 
 def test_others_personal_memories_never_sync_and_turn_into_deletes_when_hidden(alice, bob, api_client):
