@@ -10,7 +10,7 @@ from uuid import UUID
 
 from django.db import connection
 
-from apps.graph.models import DEPENDENCY_KINDS, EDGE_WEIGHTS, CodeChunk, GraphNode
+from apps.graph.models import DEPENDENCY_KINDS, EDGE_WEIGHTS, CodeChunk, GraphNode, NodeKind
 from apps.memories.codetokens import analyze, split_parts
 from apps.tenants.models import Project
 from memorysaas.errors import Invalid, NotFound
@@ -27,6 +27,15 @@ def _fetch(sql: str, params: list) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def file_paths(*, project: Project) -> list[str]:
+    """Paths of the live (not stale) files the graph has indexed in `project`."""
+    return list(
+        GraphNode.objects.for_project(project)
+        .filter(kind=NodeKind.FILE, stale_at__isnull=True)
+        .values_list("path", flat=True)
+    )
 
 
 def node_for_target(project: Project, target: str) -> tuple[int, str, str, str, str]:

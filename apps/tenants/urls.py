@@ -36,5 +36,4 @@ urlpatterns = [
     ),
     path("account/delete/", account_views.account_delete, name="account_delete"),
     path("account/delete/cancel/", account_views.account_delete_cancel, name="account_delete_cancel"),
-    path("o/<slug:org_slug>/p/<slug:project_slug>/", views.project_home, name="project_home"),
 ]

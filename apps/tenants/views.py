@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.tenants import selectors, services
-from apps.tenants.dashboard import _principal, org_page, project_page
+from apps.tenants.dashboard import _principal, org_page
 from apps.tenants.forms import ApiKeyForm, InvitationForm, ProjectForm, RoleForm
 from apps.tenants.roles import PERMISSION_LABELS, ROLE_ORDER, ROLE_PERMISSIONS, Perm
 from memorysaas.errors import ApiError
@@ -54,12 +54,6 @@ def project_new(request, org):
         messages.success(request, f"Created {project.name}.")
         return redirect(project_url(project))
     return render(request, "tenants/project_new.html", {"org": org, "form": form})
-
-
-@project_page()
-def project_home(request, project):
-    """The project's landing page. The review app replaces it with the health dashboard."""
-    return render(request, "tenants/project_home.html", {"project": project})
 
 
 def _members_context(request, org, **extra):

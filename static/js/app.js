@@ -45,3 +45,49 @@ document.addEventListener("click", (event) => {
     if (action) fire(`live-${kind}-${action}`, message);
   });
 })();
+
+// Dialogs: a link with hx-target="#dialog-body" loads a form into the page's <dialog>, which
+// opens modally; the response header HX-Trigger-After-Settle: {"close-dialog": …} closes it and
+// focus returns to the control that opened it, found by id because a live update may have
+// re-rendered it meanwhile (htmx keeps focus on an element with an id across swaps too).
+// Without JavaScript the same links open a full page.
+(() => {
+  let openerId = null;
+  const dialog = () => document.getElementById("dialog");
+  const close = () => {
+    const d = dialog();
+    if (d && d.open) d.close();
+  };
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const target = event.detail.target;
+    if (target && target.id === "dialog-body") openerId = event.detail.elt.id || null;
+  });
+  document.addEventListener("htmx:afterSwap", (event) => {
+    const d = dialog();
+    if (!d || event.detail.target.id !== "dialog-body") return;
+    if (!d.open) d.showModal();
+    const invalid = d.querySelector("[role=alert]");
+    const scope = invalid ? invalid.closest("fieldset, .field, form") || d : d;
+    scope.querySelector("input:not([type=hidden]), textarea, select")?.focus();
+  });
+  document.addEventListener("close", (event) => {
+    if (event.target !== dialog()) return;
+    document.getElementById("dialog-body").innerHTML = "";
+    if (openerId) document.getElementById(openerId)?.focus();
+    openerId = null;
+  }, true);
+  document.addEventListener("click", (event) => {
+    if (event.target.closest("[data-close-dialog]")) close();
+  });
+  document.body.addEventListener("close-dialog", close);
+
+  let hideTimer = null;
+  document.body.addEventListener("toast", (event) => {
+    const toast = document.getElementById("toast");
+    if (!toast) return;
+    toast.textContent = event.detail.value;
+    toast.dataset.shown = "";
+    clearTimeout(hideTimer);
+    hideTimer = setTimeout(() => { delete toast.dataset.shown; }, 4000);
+  });
+})();

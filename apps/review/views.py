@@ -1,0 +1,570 @@
+"""Dashboard pages of a project: the health dashboard (the project's home), the memory browser
+and a memory's page with its actions, the module map, workflow recipes, teach and import, ask,
+and connecting an agent.
+
+Every page resolves the project through `project_page` (outsiders get 404, too-low roles 403)
+and reads through `apps.review.selectors`; every write goes through services so history,
+audit and live updates follow. With htmx an action answers with the memory's card; without
+JavaScript it redirects back with a message.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.memories import services as memory_services
+from apps.memories.models import FeedbackKind, Memory, MemoryType
+from apps.memories.selectors import is_author
+from apps.review import health, selectors, services
+from apps.review.forms import (
+    AskForm,
+    CorrectionForm,
+    FilterForm,
+    ImportForm,
+    RecipeForm,
+    TeachForm,
+    split_list,
+)
+from apps.review.rules_import import Rule, parse_rules, recipe_from_text, steps_text
+from apps.tenants.dashboard import project_page
+from apps.tenants.roles import Perm
+from memorysaas.errors import ApiError
+
+PER_PAGE = 30
+SEARCH_LIMIT = 40
+ASK_LIMIT = 8
+MODE_PATHS = {"hybrid": ("dense", "keyword", "graph"), "keyword": ("keyword",), "semantic": ("dense",)}
+
+
+def _url(name: str, project, *args) -> str:
+    return reverse(name, args=[project.organization.slug, project.slug, *args])
+
+
+def _can(request, project, permission: str) -> bool:
+    return request.principal.has(project.organization_id, permission)
+
+
+def _require(request, project, permission: str) -> None:
+    if not _can(request, project, permission):
+        raise PermissionDenied
+
+
+# ---------------------------------------------------------------- health (the project's home)
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def health_dashboard(request, project):
+    principal = request.principal
+    totals = selectors.project_totals(principal=principal, project=project)
+    score = health.health_score(totals)
+    rows, _depth = selectors.modules(principal=principal, project=project)
+    top = [row for row in rows if row.memories][:8]
+    largest = max((row.memories for row in top), default=0)
+    return render(
+        request,
+        "review/health.html",
+        {
+            "project": project,
+            "totals": totals,
+            "score": score,
+            "grade": health.health_grade(score.score),
+            "modules": [(row, health.bar_width(row.memories, largest)) for row in top],
+            "more_modules": max(0, len([r for r in rows if r.memories]) - len(top)),
+            "attention": selectors.needs_attention(principal=principal, project=project),
+            "discovery_tokens": health.DISCOVERY_TOKENS,
+            "active_days": health.ACTIVE_DAYS,
+            "chars_per_token": health.CHARS_PER_TOKEN,
+        },
+    )
+
+
+# ---------------------------------------------------------------- browser
+
+
+def _filters(values: dict) -> selectors.BrowseFilters:
+    fields = selectors.BrowseFilters.__dataclass_fields__
+    return selectors.BrowseFilters(
+        **{name: values.get(name) or (None if name in ("since", "until") else "") for name in fields}
+    )
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def memory_browser(request, project):
+    from apps.memories.search import search
+
+    principal = request.principal
+    form = FilterForm(
+        request.GET or None, methodologies=selectors.methodologies(principal=principal, project=project)
+    )
+    values = form.values() if request.GET else {}
+    filters = _filters(values)
+    depth = selectors.module_depth(principal=principal, project=project) if filters.module else 1
+    qs = selectors.memories_filtered(principal=principal, project=project, filters=filters, depth=depth)
+    query = (values.get("q") or "").strip()
+    mode = values.get("mode") or "hybrid"
+    page = values.get("page") or 1
+    hits: dict[str, object] = {}
+    has_next = False
+    if query:
+        result = search(
+            principal=principal,
+            project=project,
+            query=query,
+            limit=SEARCH_LIMIT,
+            paths=MODE_PATHS[mode],
+            types=[filters.type] if filters.type else None,
+        )
+        hits = {str(hit.memory.id): hit for hit in result.hits}
+        memories = selectors.memories_in_order(qs, list(hits))
+    else:
+        memories, has_next = selectors.memories_page(qs, page=page, per_page=PER_PAGE)
+    next_query = request.GET.copy()
+    next_query["page"] = str(page + 1)
+    return render(
+        request,
+        "review/browser.html",
+        {
+            "project": project,
+            "form": form,
+            "filters": filters,
+            "query": query,
+            "mode": mode,
+            "rows": [(memory, hits.get(str(memory.id))) for memory in memories],
+            "page": page,
+            "has_next": has_next,
+            "next_query": next_query.urlencode(),
+            "project_empty": not memories and not filters.active and not query and page == 1,
+        },
+    )
+
+
+# ---------------------------------------------------------------- one memory
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def memory_detail(request, project, memory_id):
+    from apps.governance.selectors import disputes_for_memory
+
+    memory = selectors.memory_in_project(principal=request.principal, project=project, memory_id=memory_id)
+    history = list(selectors.memory_history(memory))
+    feedback = list(selectors.memory_feedback(memory)[:50])
+    names = selectors.actor_names(
+        project=project, labels=[v.changed_by for v in history] + [f.actor_label for f in feedback]
+    )
+    return render(
+        request,
+        "review/memory_detail.html",
+        {
+            "project": project,
+            "memory": memory,
+            "history": [(version, names.get(version.changed_by, version.changed_by)) for version in history],
+            "feedback": [(item, names.get(item.actor_label, item.actor_label)) for item in feedback],
+            "disputes": list(
+                disputes_for_memory(principal=request.principal, memory=memory).select_related(
+                    "project__organization"
+                )[:20]
+            ),
+            "relations": list(memory.relations.select_related("target_memory")),
+            "steps": sorted(memory.payload.get("steps", []), key=lambda s: s.get("order", 0))
+            if memory.type == MemoryType.WORKFLOW_RECIPE
+            else [],
+        },
+    )
+
+
+def _memory(request, project, memory_id) -> Memory:
+    return selectors.memory_in_project(principal=request.principal, project=project, memory_id=memory_id)
+
+
+def _back(request, project, memory: Memory | None) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    base = _url("project_home", project)
+    if target.startswith(base) and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}
+    ):
+        return target
+    return (
+        _url("memory_detail", project, memory.id) if memory is not None else _url("memory_browser", project)
+    )
+
+
+def _card(request, project, memory_id, *, extra_headers: dict | None = None):
+    """The memory's card again (htmx swaps it in place)."""
+    memory = selectors.memory_in_project(principal=request.principal, project=project, memory_id=memory_id)
+    response = render(
+        request,
+        "review/_memory_card.html",
+        {
+            "project": project,
+            "memory": memory,
+            "where": request.POST.get("context", "list"),
+            "next": request.POST.get("next", ""),
+        },
+    )
+    for name, value in (extra_headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _done(request, project, memory: Memory, message: str, **headers):
+    if request.htmx:
+        # Aimed at <body>: the element that asked may have been swapped out with its card.
+        trigger = {"close-dialog": {"target": "body"}, "toast": {"target": "body", "value": message}}
+        return _card(
+            request,
+            project,
+            memory.id,
+            extra_headers={"HX-Trigger-After-Settle": json.dumps(trigger), **headers},
+        )
+    messages.success(request, message)
+    return redirect(_back(request, project, memory))
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_POST
+def memory_confirm(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    memory_services.memory_feedback(memory=memory, actor=request.principal, kind=FeedbackKind.CONFIRM)
+    return _done(request, project, memory, "Memory confirmed.")
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_POST
+def memory_flag(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    memory_services.memory_feedback(
+        memory=memory,
+        actor=request.principal,
+        kind=FeedbackKind.FLAG,
+        note=request.POST.get("note", "")[:2000],
+    )
+    return _done(
+        request, project, memory, "Flagged as wrong: its confidence dropped and it waits for review."
+    )
+
+
+@project_page(Perm.MEMORIES_REVIEW)
+@require_POST
+def memory_pin(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    memory = services.memory_pin_toggle(memory=memory, actor=request.principal)
+    return _done(request, project, memory, "Pinned: it never decays." if memory.pinned else "Unpinned.")
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_http_methods(["GET", "POST"])
+def memory_correct(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    form = CorrectionForm(request.POST or None, initial={"content": memory.content})
+    if request.method == "POST" and form.is_valid():
+        try:
+            result = services.memory_correct(
+                memory=memory,
+                actor=request.principal,
+                reason=form.cleaned_data["reason"],
+                content=form.cleaned_data["content"],
+                note=form.cleaned_data["note"],
+                may_deprecate=_can(request, project, Perm.MEMORIES_REVIEW),
+            )
+        except ApiError as exc:
+            form.add_error("content" if "content" in str(exc.details) else None, exc.message)
+        else:
+            text = {
+                "corrected": "Corrected: a new version is saved and the old text kept in its history.",
+                "deprecated": "Marked as outdated: agents no longer receive it.",
+                "flagged": "Flagged for a steward to retire: it waits for review.",
+            }[result.outcome]
+            return _done(request, project, result.memory, text)
+    context = {
+        "project": project,
+        "memory": memory,
+        "form": form,
+        "next": _back(request, project, memory),
+        "where": request.POST.get("context") or request.GET.get("context") or "list",
+    }
+    if request.htmx:
+        response = render(request, "review/_correct_form.html", {**context, "in_dialog": True})
+        if request.method == "POST":
+            response["HX-Retarget"] = "#dialog-body"
+            response["HX-Reswap"] = "innerHTML"
+        return response
+    return render(request, "review/memory_correct.html", context, status=422 if form.errors else 200)
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_http_methods(["GET", "POST"])
+def memory_delete(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    if not is_author(principal=request.principal, memory=memory):
+        _require(request, project, Perm.MEMORIES_REVIEW)
+    if request.method == "GET":
+        return render(
+            request,
+            "review/memory_delete.html",
+            {"project": project, "memory": memory, "next": _back(request, project, None)},
+        )
+    memory_services.memory_delete(memory=memory, actor=request.principal)
+    message = "Memory deleted."
+    if request.htmx:
+        if request.POST.get("context") == "detail":
+            messages.success(request, message)
+            response = render(request, "review/_empty.html")
+            response["HX-Redirect"] = _url("memory_browser", project)
+            return response
+        response = render(request, "review/_empty.html")
+        response["HX-Trigger-After-Settle"] = json.dumps({"toast": {"target": "body", "value": message}})
+        return response
+    messages.success(request, message)
+    target = _back(request, project, None)
+    return redirect(target if str(memory_id) not in target else _url("memory_browser", project))
+
+
+# ---------------------------------------------------------------- module map
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def module_map(request, project):
+    rows, depth = selectors.modules(principal=request.principal, project=project)
+    largest = max((row.memories for row in rows), default=0)
+    return render(
+        request,
+        "review/modules.html",
+        {
+            "project": project,
+            "modules": [(row, health.bar_width(row.memories, largest)) for row in rows],
+            "graph_indexed": any(row.files_total for row in rows),
+            "depth": depth,
+        },
+    )
+
+
+# ---------------------------------------------------------------- workflow recipes
+
+
+def _recipe(request, project, recipe_id) -> Memory:
+    memory = _memory(request, project, recipe_id)
+    if memory.type != MemoryType.WORKFLOW_RECIPE:
+        from django.http import Http404
+
+        raise Http404("No such recipe.")
+    return memory
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def recipes(request, project):
+    items = list(selectors.workflow_recipes(principal=request.principal, project=project)[:200])
+    return render(
+        request,
+        "review/recipes.html",
+        {"project": project, "recipes": items, "can_write": _can(request, project, Perm.MEMORIES_WRITE)},
+    )
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def recipe_detail(request, project, recipe_id):
+    memory = _recipe(request, project, recipe_id)
+    steps = sorted(memory.payload.get("steps", []), key=lambda s: s.get("order", 0))
+    return render(
+        request, "review/recipe_detail.html", {"project": project, "memory": memory, "steps": steps}
+    )
+
+
+def _recipe_form(request, project, memory: Memory | None = None):
+    """Add (memory None) or edit a recipe; an edit is a new version, the history keeps the old."""
+    initial = None
+    if memory is not None:
+        initial = {
+            "task_pattern": memory.payload.get("task_pattern", ""),
+            "steps": steps_text(memory.payload.get("steps", [])),
+            "content": memory.content,
+            "tags": ", ".join(memory.tags),
+        }
+    form = RecipeForm(request.POST or None, project=project, editing=memory is not None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            saved = services.recipe_save(
+                project=project,
+                actor=request.principal,
+                task_pattern=data["task_pattern"],
+                steps=data["steps"],
+                content=data["content"],
+                scope=data.get("scope", "project"),
+                tags=data["tags"],
+                memory=memory,
+            )
+        except ApiError as exc:
+            form.add_error(None, _error_text(exc))
+        else:
+            messages.success(
+                request,
+                "Recipe updated; the previous version is kept in its history."
+                if memory is not None
+                else "Recipe saved. Agents planning this kind of task will receive it.",
+            )
+            return redirect(_url("recipe_detail", project, saved.id))
+    return render(
+        request,
+        "review/recipe_form.html",
+        {"project": project, "form": form, "memory": memory},
+        status=422 if form.errors else 200,
+    )
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_http_methods(["GET", "POST"])
+def recipe_new(request, project):
+    return _recipe_form(request, project)
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_http_methods(["GET", "POST"])
+def recipe_edit(request, project, recipe_id):
+    return _recipe_form(request, project, _recipe(request, project, recipe_id))
+
+
+def _error_text(exc: ApiError) -> str:
+    details = exc.details if isinstance(exc.details, list) else []
+    return " ".join([exc.message, *[str(d) for d in details]])
+
+
+# ---------------------------------------------------------------- teach and import
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_http_methods(["GET", "POST"])
+def teach(request, project):
+    initial = {"related_files": request.GET.get("file", "")}
+    form = TeachForm(request.POST or None, project=project, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            memory = services.memory_teach(
+                project=project,
+                actor=request.principal,
+                memory_type=data["type"],
+                content=data["content"],
+                scope=data["scope"],
+                related_files=data["related_files"],
+                related_modules=data["related_modules"],
+                tags=data["tags"],
+            )
+        except ApiError as exc:
+            form.add_error(None, _error_text(exc))
+        else:
+            messages.success(request, "Taught. Agents receive it from their next context request.")
+            return redirect(_url("memory_detail", project, memory.id))
+    return render(
+        request,
+        "review/teach.html",
+        {"project": project, "form": form, "import_form": ImportForm(project=project)},
+        status=422 if form.errors else 200,
+    )
+
+
+def _posted_rules(post) -> list[Rule]:
+    """The rules of the preview table the person chose to keep, as they left them."""
+    rules = []
+    count = min(int(post.get("rule_count", "0") or 0), 500)
+    for index in range(count):
+        prefix = f"rule-{index}-"
+        if not post.get(f"{prefix}include"):
+            continue
+        memory_type = post.get(f"{prefix}type", "")
+        content = post.get(f"{prefix}content", "").strip()
+        files = split_list(post.get(f"{prefix}files", ""), limit=100, item_chars=500)
+        rule = Rule(
+            type=memory_type,
+            content=content,
+            heading=post.get(f"{prefix}heading", "")[:200],
+            related_files=files,
+        )
+        if memory_type == MemoryType.WORKFLOW_RECIPE:
+            rule.task_pattern, rule.steps = recipe_from_text(content)
+        rules.append(rule)
+    return rules
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_http_methods(["GET", "POST"])
+def teach_import(request, project):
+    if request.method == "GET":
+        return redirect(_url("teach", project) + "#import")
+    if request.POST.get("action") == "save":
+        source_name = request.POST.get("source_name", "rules")[:40]
+        scope = request.POST.get("scope", "project")
+        try:
+            rules = _posted_rules(request.POST)
+            if not rules:
+                raise ApiError(422, "Choose at least one rule to import.")
+            created = services.rules_import(
+                project=project, actor=request.principal, rules=rules, source_name=source_name, scope=scope
+            )
+        except (ApiError, ValueError) as exc:
+            messages.error(request, _error_text(exc) if isinstance(exc, ApiError) else str(exc))
+            return redirect(_url("teach", project) + "#import")
+        messages.success(request, f"Imported {len(created)} memories from {source_name}.")
+        return redirect(_url("memory_browser", project) + "?source=user_taught")
+    form = ImportForm(request.POST, request.FILES, project=project)
+    if not form.is_valid():
+        return render(
+            request,
+            "review/teach.html",
+            {"project": project, "form": TeachForm(project=project), "import_form": form},
+            status=422,
+        )
+    rules = parse_rules(form.cleaned_data["text"], source_name=form.cleaned_data["source_name"])
+    return render(
+        request,
+        "review/import_preview.html",
+        {
+            "project": project,
+            "rules": rules,
+            "source_name": form.cleaned_data["source_name"],
+            "scope": form.cleaned_data["scope"],
+            "types": MemoryType.choices,
+        },
+    )
+
+
+# ---------------------------------------------------------------- ask
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def ask(request, project):
+    from apps.memories.search import search
+
+    form = AskForm(request.GET or None)
+    result = None
+    if request.GET and form.is_valid():
+        result = search(
+            principal=request.principal, project=project, query=form.cleaned_data["q"], limit=ASK_LIMIT
+        )
+    return render(request, "review/ask.html", {"project": project, "form": form, "result": result})
+
+
+# ---------------------------------------------------------------- connect an agent
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def connect(request, project):
+    return render(
+        request,
+        "review/connect.html",
+        {"project": project, "can_make_keys": _can(request, project, Perm.ADMIN)},
+    )

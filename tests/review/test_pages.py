@@ -1,0 +1,261 @@
+"""Module map, workflow recipes, teach and import, ask, connect an agent."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from apps.memories.models import Memory, MemoryVersion
+from apps.tenants.roles import Role
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_module_map_links_each_module_to_the_filtered_browser(alice, signed_in, base):
+    make_memory(alice, content="Token skew.", related_files=["auth/tokens.py"])
+    make_memory(alice, content="Login throttle.", related_files=["auth/views.py"], needs_review=True)
+    make_memory(
+        alice,
+        content="Screenshots need a 300 ms settle.",
+        related_files=["web/app.tsx"],
+        type="e2e_observation",
+    )
+    page = signed_in(alice).get(f"{base}/modules/").content.decode()
+    assert f'href="{base}/memories/?module=auth"' in page and f'href="{base}/memories/?module=web"' in page
+    assert "<strong>2</strong> memories" in page and "1 need review" in page and "1 E2E observation" in page
+    assert "Index the repository" in page  # no graph yet: counts only
+
+
+def test_the_module_map_shows_file_coverage_once_the_graph_knows_the_files(alice, signed_in, base):
+    from apps.graph.models import GraphNode
+
+    for path in ("auth/tokens.py", "auth/views.py", "auth/models.py", "billing/a.py"):
+        GraphNode.objects.create(project=alice.project, kind="file", key=path, path=path, name=path)
+    make_memory(alice, content="Token skew.", related_files=["auth/tokens.py"])
+    page = signed_in(alice).get(f"{base}/modules/").content.decode()
+    assert "1 of 3 files covered (33%)" in page and "0 of 1 files covered (0%)" in page
+
+
+def test_an_empty_module_map_says_where_modules_come_from(alice, signed_in, base):
+    assert 'data-testid="modules-empty"' in signed_in(alice).get(f"{base}/modules/").content.decode()
+
+
+RECIPE = {
+    "task_pattern": "Add an API endpoint",
+    "steps": "1. Add the schema @ apps/memories/api.py:30\n2. Register the route\n3. Write its isolation probe @ tests/isolation.py",
+    "content": "",
+    "tags": "api, backend",
+    "scope": "project",
+}
+
+
+def test_a_recipe_is_added_viewed_and_edited_by_hand(alice, signed_in, base):
+    client = signed_in(alice)
+    response = client.post(f"{base}/recipes/new/", RECIPE)
+    recipe = Memory.objects.get(type="workflow_recipe")
+    assert response.status_code == 302 and response["Location"] == f"{base}/recipes/{recipe.id}/"
+    assert recipe.payload["task_pattern"] == "Add an API endpoint" and len(recipe.payload["steps"]) == 3
+    assert recipe.payload["steps"][0] == {
+        "order": 1,
+        "description": "Add the schema",
+        "canonical_file": "apps/memories/api.py",
+        "canonical_line": 30,
+    }
+    assert recipe.source == "user_taught" and recipe.related_files == [
+        "apps/memories/api.py",
+        "tests/isolation.py",
+    ]
+    assert recipe.content.startswith("How to add an API endpoint: 1) Add the schema")
+    listing = client.get(f"{base}/recipes/").content.decode()
+    assert "Add an API endpoint" in listing and "3 steps" in listing
+    view = client.get(f"{base}/recipes/{recipe.id}/").content.decode()
+    assert "apps/memories/api.py:30" in view and "Edit recipe" in view
+
+    form = client.get(f"{base}/recipes/{recipe.id}/edit/").content.decode()
+    assert "Add the schema @ apps/memories/api.py:30" in form
+    Memory.objects.filter(pk=recipe.pk).update(payload={**recipe.payload, "success_count": 4})
+    client.post(
+        f"{base}/recipes/{recipe.id}/edit/",
+        {**RECIPE, "steps": "Add the schema\nRegister the route", "content": "Endpoints: schema then route."},
+    )
+    recipe.refresh_from_db()
+    assert [s["description"] for s in recipe.payload["steps"]] == ["Add the schema", "Register the route"]
+    assert recipe.payload["success_count"] == 4 and recipe.content == "Endpoints: schema then route."
+    assert MemoryVersion.objects.filter(memory=recipe, change="edited").exists()
+
+
+def test_a_recipe_without_steps_is_refused(alice, signed_in, base):
+    response = signed_in(alice).post(f"{base}/recipes/new/", {**RECIPE, "steps": "   \n1.  \n"})
+    assert response.status_code == 422 and "Write at least one step." in response.content.decode()
+    assert not Memory.objects.exists()
+
+
+def test_a_recipe_page_is_only_for_recipes(alice, signed_in, base):
+    gotcha = make_memory(alice, content="Not a recipe.")
+    assert signed_in(alice).get(f"{base}/recipes/{gotcha.id}/").status_code == 404
+
+
+def test_viewers_cannot_write_recipes_or_teach(person_with_role, signed_in, base):
+    viewer = signed_in(person_with_role(Role.VIEWER))
+    assert viewer.get(f"{base}/recipes/").status_code == 200
+    assert "+ Add a recipe" not in viewer.get(f"{base}/recipes/").content.decode()
+    assert viewer.post(f"{base}/recipes/new/", RECIPE).status_code == 403
+    assert viewer.get(f"{base}/teach/").status_code == 403
+    assert viewer.post(f"{base}/teach/import/", {"action": "save"}).status_code == 403
+    assert not Memory.objects.exists()
+
+
+def test_teach_adds_a_verified_user_taught_memory(alice, signed_in, base):
+    response = signed_in(alice).post(
+        f"{base}/teach/",
+        {
+            "type": "gotcha",
+            "content": "The payments sandbox rejects amounts under 50 cents.",
+            "related_files": "billing/stripe.py, billing/tests/test_stripe.py",
+            "related_modules": "billing",
+            "tags": "payments",
+            "scope": "personal",
+        },
+    )
+    memory = Memory.objects.get()
+    assert response["Location"] == f"{base}/memories/{memory.id}/"
+    assert (memory.source, memory.scope, memory.user_verified, memory.owner) == (
+        "user_taught",
+        "personal",
+        True,
+        alice.user,
+    )
+    assert memory.related_files == ["billing/stripe.py", "billing/tests/test_stripe.py"]
+    assert memory.related_modules == ["billing"] and memory.tags == ["payments"]
+
+
+def test_teach_refuses_what_is_not_a_memory(alice, signed_in, base):
+    client = signed_in(alice)
+    assert (
+        client.post(f"{base}/teach/", {"type": "gotcha", "content": "", "scope": "project"}).status_code
+        == 422
+    )
+    assert (
+        client.post(f"{base}/teach/", {"type": "nope", "content": "x", "scope": "project"}).status_code == 422
+    )
+    assert (
+        client.post(f"{base}/teach/", {"type": "gotcha", "content": "x", "scope": "team"}).status_code == 422
+    )
+    assert not Memory.objects.exists()
+
+
+def test_teach_prefills_a_file(alice, signed_in, base):
+    assert "auth/tokens.py" in signed_in(alice).get(f"{base}/teach/?file=auth/tokens.py").content.decode()
+
+
+RULES = """# Rules
+- Never commit .env files.
+- Always use `uv` to add dependencies.
+
+## Release steps
+1. Bump version in pyproject.toml
+2. Tag the commit
+"""
+
+
+def test_import_previews_then_saves_the_kept_rules(alice, signed_in, base):
+    client = signed_in(alice)
+    preview = client.post(
+        f"{base}/teach/import/",
+        {"action": "preview", "source_name": "CLAUDE.md", "text": RULES, "scope": "project"},
+    )
+    page = preview.content.decode()
+    assert preview.status_code == 200 and 'data-testid="import-preview"' in page
+    assert not Memory.objects.exists()  # nothing until saved
+    assert 'name="rule-2-type" id="rule-2-type"' in page and 'value="workflow_recipe" selected' in page
+    response = client.post(
+        f"{base}/teach/import/",
+        {
+            "action": "save",
+            "source_name": "CLAUDE.md",
+            "scope": "project",
+            "rule_count": "3",
+            "rule-0-include": "1",
+            "rule-0-type": "gotcha",
+            "rule-0-content": "Rules: Never commit .env files.",
+            "rule-0-files": "",
+            "rule-0-heading": "Rules",
+            # rule 1 left out
+            "rule-1-type": "preference",
+            "rule-1-content": "Rules: Always use uv.",
+            "rule-2-include": "1",
+            "rule-2-type": "workflow_recipe",
+            "rule-2-content": "Release steps\n1. Bump version in pyproject.toml\n2. Tag the commit",
+            "rule-2-files": "pyproject.toml",
+            "rule-2-heading": "Release steps",
+        },
+    )
+    assert response.status_code == 302 and response["Location"] == f"{base}/memories/?source=user_taught"
+    saved = {m.type: m for m in Memory.objects.all()}
+    assert set(saved) == {"gotcha", "workflow_recipe"}
+    assert saved["gotcha"].tags == ["imported", "claude-md"] and saved["gotcha"].user_verified
+    assert saved["workflow_recipe"].payload["task_pattern"] == "Release steps"
+    assert [s["description"] for s in saved["workflow_recipe"].payload["steps"]] == [
+        "Bump version in pyproject.toml",
+        "Tag the commit",
+    ]
+
+
+def test_import_accepts_an_uploaded_file(alice, signed_in, base):
+    upload = SimpleUploadedFile(".cursorrules", RULES.encode(), content_type="text/plain")
+    response = signed_in(alice).post(
+        f"{base}/teach/import/",
+        {"action": "preview", "source_name": ".cursorrules", "upload": upload, "scope": "project"},
+    )
+    assert response.status_code == 200 and "Never commit .env files." in response.content.decode()
+
+
+def test_import_refuses_nothing_and_a_bad_rule_saves_nothing(alice, signed_in, base):
+    client = signed_in(alice)
+    empty = client.post(
+        f"{base}/teach/import/",
+        {"action": "preview", "source_name": "AGENTS.md", "text": " ", "scope": "project"},
+    )
+    assert empty.status_code == 422 and "Paste the file" in empty.content.decode()
+    response = client.post(
+        f"{base}/teach/import/",
+        {
+            "action": "save",
+            "source_name": "AGENTS.md",
+            "scope": "project",
+            "rule_count": "2",
+            "rule-0-include": "1",
+            "rule-0-type": "gotcha",
+            "rule-0-content": "Fine rule.",
+            "rule-1-include": "1",
+            "rule-1-type": "gotcha",
+            "rule-1-content": "",
+        },
+        follow=True,
+    )
+    assert "not be valid" in response.content.decode() and not Memory.objects.exists()
+
+
+def test_ask_answers_with_cited_memories(alice, signed_in, base):
+    memory = make_memory(
+        alice,
+        content="verify_jwt rejects tokens whose clock skew exceeds 30 s.",
+        citation_text="JWT skew limit",
+    )
+    page = signed_in(alice).get(f"{base}/ask/", {"q": "what does verify_jwt reject?"}).content.decode()
+    assert f"[Memory #{str(memory.id)[:8]}: JWT skew limit]" in page
+    assert f'href="{base}/memories/{memory.id}/"' in page
+    nothing = signed_in(alice).get(f"{base}/ask/", {"q": "zebra quaternion"}).content.decode()
+    assert "Nothing remembered about that" in nothing or "JWT skew limit" in nothing
+
+
+def test_ask_without_a_question_shows_the_form(alice, signed_in, base):
+    page = signed_in(alice).get(f"{base}/ask/").content.decode()
+    assert "Ask what this project" in page and 'data-testid="answer"' not in page
+
+
+def test_connect_shows_the_project_id_and_how_to_send_events(alice, bob, signed_in, base):
+    page = signed_in(bob).get(f"{base}/connect/").content.decode()
+    assert str(alice.project.id) in page and "/api/v1/sessions/$SESSION_ID/events" in page
+    assert "/o/acme/api-keys/" in page and '"token_budget": 1200' in page
