@@ -314,14 +314,18 @@ def _create_relations(project: Project, pairs: list[tuple[Memory, list[RelationD
 
 @transaction.atomic
 def memories_create_batch(
-    *, project: Project, actor: Principal, drafts: Sequence[MemoryDraft]
+    *, project: Project, actor: Principal, drafts: Sequence[MemoryDraft], vectors: Sequence[Any] | None = None
 ) -> list[Memory]:
-    """Store up to 500 drafts in one transaction: all of them or none. Embeddings follow on commit."""
+    """Store up to 500 drafts in one transaction: all of them or none. Embeddings follow on commit,
+    unless the caller already computed them (`vectors`, one per draft, of `embedding_text` by the
+    current provider: the observer embeds its candidates once for novelty and storage)."""
     from apps.memories.drafts import MAX_BATCH
 
     if len(drafts) > MAX_BATCH:
         raise Invalid(f"At most {MAX_BATCH} memories per batch.", details={"count": len(drafts)})
     pairs = [_build(project, actor, draft) for draft in drafts]
+    if vectors is not None:
+        _attach_vectors([memory for memory, _ in pairs], vectors)
     memories = Memory.objects.bulk_create([memory for memory, _ in pairs], batch_size=500)
     _create_relations(project, pairs)
     _index_rows(memories)
@@ -343,9 +347,24 @@ def memories_create_batch(
             target=project,
             metadata={"count": len(memories)},
         )
-    _schedule_embedding(ids)
+    _schedule_embedding([m.id for m in memories if m.embedding_status != EmbeddingStatus.READY])
     _announce(project.id, "memory.created", ids)
     return memories
+
+
+def _attach_vectors(memories: Sequence[Memory], vectors: Sequence[Any]) -> None:
+    from apps.memories.embeddings import get_provider
+
+    provider = get_provider()
+    now = timezone.now()
+    for memory, vector in zip(memories, vectors, strict=True):
+        if memory.secrets_redacted:
+            continue  # the stored text differs from what was embedded
+        memory.embedding = vector
+        memory.embedding_model = provider.model_id
+        memory.embedding_dims = provider.dimensions
+        memory.embedding_status = EmbeddingStatus.READY
+        memory.embedded_at = now
 
 
 def memory_create(*, project: Project, actor: Principal, draft: MemoryDraft) -> Memory:
@@ -584,7 +603,8 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
                     WHEN (uncorrected_access_count + 1) %% %s = 0
                     THEN least(%s, greatest(confidence, confidence + %s)) ELSE confidence END,
                 needs_review = CASE
-                    WHEN uncorrected_access_count + 1 >= %s AND NOT secrets_redacted THEN false
+                    WHEN uncorrected_access_count + 1 >= %s AND NOT secrets_redacted
+                         AND NOT ('obs:tainted' = ANY(tags)) THEN false
                     ELSE needs_review END
             WHERE id = ANY(%s::uuid[])
             """,

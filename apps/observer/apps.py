@@ -5,3 +5,11 @@ class ObserverConfig(AppConfig):
     name = "apps.observer"
     label = "observer"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from apps.memories.neighbours import register_neighbour_provider
+        from apps.observer.selectors import coaccess_partners
+        from memorysaas.schedules import register_schedule
+
+        register_neighbour_provider(coaccess_partners)
+        register_schedule("observer.cross_module", "apps.observer.tasks.cross_module_task", "W")

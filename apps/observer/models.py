@@ -1,1 +1,163 @@
-"""Models of this app."""
+"""The observer's records (ARCHITECTURE.md §6).
+
+- `Session`: one agent session: its type, methodology, work unit, A/B group, status, and the
+  checkpoint of its scratchpad (`scratchpad` as of `checkpoint_events` events).
+- `EventBatch`: the append-only event log: each accepted batch is one row holding only the
+  events not seen before (idempotent by `seq`). Replaying the batches after the checkpoint
+  rebuilds the scratchpad exactly, so a restarted web or worker process loses nothing.
+- `PatternStat`: the cross-session frequency tables, one row per (kind, key): file nodes
+  (`file_access`), co-access edges with their weight and direction (`co_access`, plus
+  `co_change` from git history), error fingerprints with how they were resolved
+  (`error_retry`), and every other signal class. Updated once per session end.
+- `ModuleStat`: sessions per module, which drive threshold synthesis at 5/10/20/50/100.
+- `SynthesisLog`: each synthesis run, so a threshold never fires twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+from apps.tenants.models import ProjectScopedQuerySet
+
+
+class SessionType(models.TextChoices):
+    BUILD = "build"
+    INSIGHTS = "insights"
+    ROADMAP = "roadmap"
+    TERMINAL = "terminal"
+    CHANGELOG = "changelog"
+    SPEC_CREATION = "spec_creation"
+    PR_REVIEW = "pr_review"
+
+
+class SessionStatus(models.TextChoices):
+    OPEN = "open"
+    FINALIZING = "finalizing"
+    COMPLETED = "completed"
+
+
+class Outcome(models.TextChoices):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    ABANDONED = "abandoned"
+
+
+class Session(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey("tenants.Organization", on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey("tenants.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    api_key = models.ForeignKey("tenants.ApiKey", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    session_type = models.CharField(max_length=16, choices=SessionType.choices, default=SessionType.BUILD)
+    methodology = models.CharField(max_length=40, default="native")
+    phase = models.CharField(max_length=60, blank=True)
+    universal_phase = models.CharField(max_length=12, default="explore")
+    work_unit = models.JSONField(default=dict, blank=True)
+    work_unit_key = models.CharField(max_length=300, blank=True, db_index=True)
+    parallel_group = models.CharField(max_length=300, blank=True)
+    task = models.TextField(blank=True)
+    client = models.CharField(max_length=100, blank=True)
+    ab_group = models.CharField(max_length=10, default="memory")
+    status = models.CharField(max_length=12, choices=SessionStatus.choices, default=SessionStatus.OPEN)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
+    steps = models.PositiveIntegerField(null=True, blank=True)
+    event_count = models.PositiveIntegerField(default=0)
+    last_step = models.PositiveIntegerField(default=0)
+    edited_files = ArrayField(models.CharField(max_length=500), default=list, blank=True)
+    scratchpad = models.JSONField(default=dict, blank=True)
+    checkpoint_events = models.PositiveIntegerField(default=0)
+    checkpoint_batch = models.BigIntegerField(default=0)
+    injected_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+    promoted_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+    reinforced_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    finalized_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [
+            models.Index(fields=["project", "-started_at"], name="obs_session_project_recent"),
+            models.Index(fields=["project", "parallel_group"], name="obs_session_parallel"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_type} session {self.id}"
+
+
+class EventBatch(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="batches")
+    first_seq = models.BigIntegerField()
+    last_seq = models.BigIntegerField()
+    count = models.PositiveIntegerField()
+    events = models.JSONField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "id"], name="obs_batch_session")]
+
+
+class PatternStat(models.Model):
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=24)
+    key = models.CharField(max_length=700)
+    module = models.CharField(max_length=300, blank=True)
+    session_count = models.PositiveIntegerField(default=0)
+    # Kind-specific sums: occurrences, tokens, actual/planned steps, sessions where A came first.
+    total = models.FloatField(default=0)
+    total2 = models.FloatField(default=0)
+    directional = models.PositiveIntegerField(default=0)
+    task_types = ArrayField(models.CharField(max_length=20), default=list, blank=True)
+    sessions = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    first_seen = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField(auto_now=True)
+    promoted_memory = models.ForeignKey(
+        "memories.Memory", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "kind", "key"], name="obs_pattern_unique"),
+        ]
+        indexes = [models.Index(fields=["project", "kind", "module"], name="obs_pattern_module")]
+
+
+class ModuleStat(models.Model):
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    module = models.CharField(max_length=300)
+    session_count = models.PositiveIntegerField(default=0)
+    success_count = models.PositiveIntegerField(default=0)
+    last_seen = models.DateTimeField(auto_now=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "module"], name="obs_module_unique")]
+
+
+class SynthesisLog(models.Model):
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    module = models.CharField(max_length=300)
+    trigger = models.CharField(max_length=20)  # "5", "10", … or "weekly"
+    used_llm = models.BooleanField(default=False)
+    memories_created = models.PositiveIntegerField(default=0)
+    memories_reinforced = models.PositiveIntegerField(default=0)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "module", "trigger"], name="obs_synthesis_once"),
+        ]

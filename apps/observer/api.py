@@ -1,0 +1,294 @@
+"""Observer endpoints (ARCHITECTURE.md §6 event contract): sessions, event batches, validation,
+completion, step injection, git cold start, and an authenticated no-op (`/ping`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from ninja import Field, Query, Router, Status
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from apps.observer import selectors, services
+from apps.observer.models import Outcome, SessionType
+from apps.tenants.roles import Perm
+from apps.tenants.selectors import project_get
+from apps.tenants.services import require
+from memorysaas.errors import ApiError, error_response
+from memorysaas.schemas import InputSchema, OutputSchema
+
+router = Router(tags=["observer"])
+MAX_EVENTS = 1000
+EVENT_TYPES = ("tool_call", "tool_result", "reasoning", "step_complete", "record_memory", "plan", "commit", "phase")
+_REQUIRED = {
+    "tool_call": ("tool",),
+    "tool_result": ("tool",),
+    "reasoning": ("text",),
+    "record_memory": ("memory",),
+    "plan": ("planned_steps",),
+    "commit": ("sha",),
+    "phase": ("phase",),
+}
+
+
+class NoteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    type: str = Field("gotcha", max_length=40)
+    content: str = Field(min_length=1, max_length=4000)
+    related_files: list[str] = Field(default_factory=list, max_length=20)
+
+
+class EventIn(BaseModel):
+    """One event. Fields beyond those of its type are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int = Field(ge=1, le=2**53)
+    type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
+    step: int | None = Field(None, ge=0, le=1_000_000)
+    tool: str | None = Field(None, min_length=1, max_length=200)
+    args: dict[str, Any] | None = None
+    is_error: bool | None = None
+    result: str | None = Field(None, max_length=50_000)
+    text: str | None = Field(None, max_length=50_000)
+    input_tokens: int | None = Field(None, ge=0, le=10_000_000)
+    output_tokens: int | None = Field(None, ge=0, le=10_000_000)
+    memory: NoteIn | None = None
+    planned_steps: int | None = Field(None, ge=1, le=100_000)
+    sha: str | None = Field(None, max_length=64)
+    files: list[str] | None = Field(None, max_length=1000)
+    phase: str | None = Field(None, max_length=60)
+    ts: str | None = Field(None, max_length=40)
+
+    @field_validator("ts")
+    @classmethod
+    def _iso(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError("ts is an ISO 8601 time") from None
+        return value
+
+    @model_validator(mode="after")
+    def _fields_of_type(self) -> EventIn:
+        missing = [f for f in _REQUIRED.get(self.type, ()) if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"a {self.type} event needs {', '.join(missing)}")
+        return self
+
+
+class EventsIn(InputSchema):
+    events: list[dict[str, Any]] = Field(description=f"Up to {MAX_EVENTS} events, each with a client-side seq.")
+
+
+class WorkUnitIn(InputSchema):
+    hierarchy: list[str] = Field(default_factory=list, max_length=10)
+    label: str = Field("", max_length=200)
+    parallel_group: str = Field("", max_length=300, description="Sessions sharing it run in parallel.")
+
+
+class SessionIn(InputSchema):
+    session_type: SessionType = SessionType.BUILD
+    methodology: str = Field("", max_length=40)
+    phase: str = Field("", max_length=60)
+    work_unit: WorkUnitIn | None = None
+    task: str = Field("", max_length=4000)
+    client: str = Field("", max_length=100)
+    files: list[str] = Field(default_factory=list, max_length=100, description="Files in play, for the start plan.")
+
+
+class SessionOut(OutputSchema):
+    id: UUID
+    project_id: UUID
+    session_type: str
+    methodology: str
+    phase: str
+    universal_phase: str
+    work_unit: dict[str, Any]
+    task: str
+    client: str
+    ab_group: str
+    status: str
+    outcome: str
+    steps: int | None
+    event_count: int
+    last_step: int
+    started_at: datetime
+    ended_at: datetime | None
+    finalized_at: datetime | None
+    promoted_memory_ids: list[UUID]
+    reinforced_memory_ids: list[UUID]
+    report: dict[str, Any]
+
+
+class SessionOpened(SessionOut):
+    start_context: dict[str, Any]
+
+
+class SessionPage(OutputSchema):
+    items: list[SessionOut]
+
+
+class IngestOut(OutputSchema):
+    accepted: int
+    duplicates: int
+    event_count: int
+    notes: int
+
+
+class ValidationIn(InputSchema):
+    passed: bool
+    work_unit: str = Field("", max_length=200)
+    report: str = Field("", max_length=20_000)
+
+
+class ValidationOut(OutputSchema):
+    validations: int
+    passed: bool
+    promoted: list[UUID]
+
+
+class CompleteIn(InputSchema):
+    outcome: Outcome
+    steps: int | None = Field(None, ge=0, le=1_000_000)
+
+
+class StepIn(InputSchema):
+    step: int = Field(ge=0, le=1_000_000)
+    files: list[str] = Field(default_factory=list, max_length=50, description="Files just read or edited.")
+    searches: list[str] = Field(default_factory=list, max_length=10, description="Recent Grep/Glob patterns.")
+
+
+class StepOut(OutputSchema):
+    step: int
+    injection: dict[str, Any] | None
+    reason: str = ""
+
+
+class GitLogIn(InputSchema):
+    log: str = Field(min_length=1, max_length=5_000_000, description="Output of `git log --name-only`.")
+
+
+class GitLogOut(OutputSchema):
+    commits: int
+    commits_used: int
+    files: int
+    edges: int
+
+
+class SessionFilters(InputSchema):
+    status: str | None = Field(None, max_length=12)
+    limit: int = Field(50, ge=1, le=200)
+
+
+def _session(request, session_id: UUID, permission: str):
+    session = selectors.session_get(principal=request.auth, session_id=session_id)
+    require(request.auth, session.organization_id, permission)
+    return session
+
+
+@router.post("/projects/{project_id}/sessions", response={201: SessionOpened})
+def sessions_open(request, project_id: UUID, payload: SessionIn):
+    """Open a session: its id, its A/B group, and the session-start plan (prefetch, work state,
+    recipes)."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.OBSERVER_WRITE)
+    data = payload.model_dump()
+    session = services.session_open(project=project, actor=request.auth, data=data)
+    start = (
+        {"modules": [], "prefetch": [], "work_state": None, "recipes": []}
+        if session.ab_group == "control"
+        else selectors.start_context(session=session, principal=request.auth, files=payload.files)
+    )
+    session.start_context = start
+    return Status(201, session)
+
+
+@router.get("/projects/{project_id}/sessions", response=SessionPage)
+def sessions_list(request, project_id: UUID, filters: Query[SessionFilters]):
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    sessions = selectors.sessions_for(project=project)
+    if filters.status:
+        sessions = sessions.filter(status=filters.status)
+    return {"items": list(sessions[: filters.limit])}
+
+
+@router.get("/sessions/{session_id}", response=SessionOut)
+def sessions_get(request, session_id: UUID):
+    return _session(request, session_id, Perm.MEMORIES_READ)
+
+
+@router.post("/sessions/{session_id}/events", response=IngestOut)
+def sessions_events(request, session_id: UUID, payload: EventsIn):
+    """Append a batch (up to 1,000 events; 413 above). Idempotent by `seq`: a retried batch
+    changes nothing. A batch with an invalid event is refused whole, with each bad item listed."""
+    session = _session(request, session_id, Perm.OBSERVER_WRITE)
+    if len(payload.events) > MAX_EVENTS:
+        raise ApiError(413, f"At most {MAX_EVENTS} events per batch.", code="batch_too_large",
+                       details={"count": len(payload.events), "max": MAX_EVENTS})  # fmt: skip
+    events, errors = [], []
+    for index, item in enumerate(payload.events):
+        try:
+            events.append(EventIn.model_validate(item).model_dump(exclude_none=True))
+        except ValidationError as exc:
+            seq = item.get("seq") if isinstance(item, dict) else None
+            errors.append({"index": index, "seq": seq, "errors": [
+                {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()
+            ]})  # fmt: skip
+    if errors:
+        return error_response(422, f"{len(errors)} of {len(payload.events)} events are not valid; nothing was stored.",
+                              code="invalid_events", details=errors)  # fmt: skip
+    for event in events:
+        if event.get("memory") is not None:
+            event["memory"] = dict(event["memory"])
+    return services.events_ingest(session=session, events=events)
+
+
+@router.post("/sessions/{session_id}/validation", response=ValidationOut)
+def sessions_validation(request, session_id: UUID, payload: ValidationIn):
+    """A validation result (QA, tests, review) for the session or one of its work units."""
+    session = _session(request, session_id, Perm.OBSERVER_WRITE)
+    return services.validation_record(
+        session=session, actor=request.auth, passed=payload.passed, work_unit=payload.work_unit, report=payload.report
+    )
+
+
+@router.post("/sessions/{session_id}/complete", response={200: SessionOut, 202: SessionOut})
+def sessions_complete(request, session_id: UUID, payload: CompleteIn):
+    """Close the session. Promotion runs in the background: 202 while it runs, 200 once done
+    (`promoted_memory_ids`, `report`). Completing twice changes nothing."""
+    session = _session(request, session_id, Perm.OBSERVER_WRITE)
+    session = services.session_complete(session=session, outcome=payload.outcome.value, steps=payload.steps)
+    return Status(200 if session.status == "completed" else 202, session)
+
+
+@router.post("/sessions/{session_id}/step-injection", response=StepOut)
+def sessions_step_injection(request, session_id: UUID, payload: StepIn):
+    """What to add before the agent's next step, if anything (seeds/003 §9)."""
+    session = _session(request, session_id, Perm.OBSERVER_WRITE)
+    if session.ab_group == "control":
+        return {"step": payload.step, "injection": None, "reason": "control_group"}
+    return selectors.step_injection(
+        session=session, principal=request.auth, step=payload.step, files=payload.files, searches=payload.searches
+    )
+
+
+@router.post("/projects/{project_id}/observer/git-log", response=GitLogOut)
+def observer_git_log(request, project_id: UUID, payload: GitLogIn):
+    """Cold start: seed co-change edges from `git log --name-only` before any session exists."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.OBSERVER_WRITE)
+    return services.git_cold_start(project=project, log_text=payload.log)
+
+
+class PingOut(OutputSchema):
+    ok: bool
+
+
+@router.post("/ping", response=PingOut)
+def ping(request):
+    """An authenticated no-op: check a key, measure round trips."""
+    return {"ok": True}
+
+

@@ -1,0 +1,591 @@
+"""The promotion pipeline (ARCHITECTURE.md §6, seeds/003 §5):
+
+validation filter → cross-session frequency → novelty → trust gate → scoring → synthesis →
+embeddings → one transaction.
+
+`promote(session, pad, ...)` runs inside the caller's transaction (services.session_finalize
+holds the session row locked), so a worker killed half way leaves nothing behind and the re-run
+starts clean; and every memory carries the tag `obs:<ident>` of its pattern, so a pattern seen
+again reinforces its memory instead of adding a duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from django.db import connection
+
+from apps.memories import services as memory_services
+from apps.memories.contextual import memory_embedding_text
+from apps.memories.drafts import MemoryDraft, WorkUnitRef
+from apps.memories.kinds import normalize_type
+from apps.memories.models import Memory
+from apps.memories.payloads import payload_text
+from apps.memories.vectors import distance_expr, set_search_params, vector_literal
+from apps.observer import synthesis
+from apps.observer import text as T
+from apps.observer.gates import Gate
+from apps.observer.models import Session
+from apps.observer.scratchpad import Scratchpad
+from apps.observer.signals import CLASSES, SIGNAL_FLOOR, Signal
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+
+NOVELTY_THRESHOLD = 0.88
+TAINT_FACTOR = 0.7
+QUORUM_BOOST = 0.05
+CONFIDENCE_CAP = 0.95
+PREFETCH_ALWAYS = 0.8
+PREFETCH_OFTEN = 0.5
+PREFETCH_MAX = 12
+PREFETCH_MIN_SESSIONS = 3
+DEAD_END_MIN_STEPS = 20
+# Signals whose cross-session tables still learn from a session that failed validation:
+# navigation, errors and costs happened whatever the outcome.
+OUTCOME_BLIND = {"file_access", "co_access", "error_retry", "context_token_spike", "step_overrun"}
+
+
+@dataclass
+class Stat:
+    session_count: int
+    total: float
+    total2: float
+    directional: int
+    task_types: list[str]
+    sessions: list[str]
+    data: dict[str, Any]
+    promoted_memory_id: UUID | None
+
+
+@dataclass
+class Candidate:
+    kind: str
+    ident: str
+    memory_type: str
+    data: dict[str, Any]
+    confidence: float
+    files: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    payload: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+    sessions: int = 1
+    source: str = "observer_inferred"
+    needs_review: bool = True
+    early: bool = False
+    content: str = ""
+    tags: list[str] = field(default_factory=list)
+    stat_key: tuple[str, str] | None = None
+    existing_id: UUID | None = None
+    trust: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    created: list[UUID] = field(default_factory=list)
+    reinforced: list[UUID] = field(default_factory=list)
+    discarded: int = 0
+    llm_calls: int = 0
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    module_counts: dict[str, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- cross-session tables
+
+
+def _merge(signals: list[Signal]) -> list[Signal]:
+    """One signal per (kind, key): a session counts once per pattern."""
+    merged: dict[tuple[str, str], Signal] = {}
+    for s in signals:
+        current = merged.get((s.kind, s.key))
+        if current is None:
+            merged[(s.kind, s.key)] = s
+        else:
+            current.total += s.total
+            current.total2 = max(current.total2, s.total2)
+            current.directional = max(current.directional, s.directional)
+    return list(merged.values())
+
+
+def update_stats(*, project_id: UUID, session: Session, signals: list[Signal]) -> dict[tuple[str, str], Stat]:
+    """Add this session to the frequency tables; one statement. Returns the updated rows."""
+    if not signals:
+        return {}
+    rows = _merge(signals)
+    data = [json.dumps({k: v for k, v in s.data.items() if v not in ("", None, [], {})}) for s in rows]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO observer_patternstat AS p (project_id, kind, key, module, session_count, total, total2,
+                directional, task_types, sessions, data, first_seen, last_seen)
+            SELECT %s, u.kind, u.key, u.module, 1, u.total, u.total2, u.directional,
+                   ARRAY[%s]::varchar[], ARRAY[%s]::varchar[], u.data, now(), now()
+            FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[], %s::int[], %s::text[]::jsonb[])
+                 AS u(kind, key, module, total, total2, directional, data)
+            ON CONFLICT (project_id, kind, key) DO UPDATE SET
+                session_count = p.session_count + 1,
+                total = p.total + EXCLUDED.total,
+                total2 = p.total2 + EXCLUDED.total2,
+                directional = p.directional + EXCLUDED.directional,
+                task_types = CASE WHEN EXCLUDED.task_types[1] = ANY(p.task_types) THEN p.task_types
+                                  ELSE p.task_types || EXCLUDED.task_types END,
+                sessions = (p.sessions || EXCLUDED.sessions)[greatest(1, cardinality(p.sessions) - 18):],
+                data = p.data || EXCLUDED.data,
+                module = CASE WHEN EXCLUDED.module <> '' THEN EXCLUDED.module ELSE p.module END,
+                last_seen = now()
+            RETURNING kind, key, session_count, total, total2, directional, task_types, sessions, data,
+                      promoted_memory_id
+            """,
+            [
+                str(project_id),
+                session.session_type,
+                str(session.id),
+                [s.kind for s in rows],
+                [s.key[:700] for s in rows],
+                [s.module[:300] for s in rows],
+                [float(s.total) for s in rows],
+                [float(s.total2) for s in rows],
+                [int(s.directional) for s in rows],
+                data,
+            ],
+        )
+        return {
+            (kind, key): Stat(count, total, total2, directional, types, sessions, data or {}, promoted)
+            for kind, key, count, total, total2, directional, types, sessions, data, promoted in cursor.fetchall()
+        }
+
+
+def update_module_stats(*, project_id: UUID, modules: list[str], success: bool) -> dict[str, int]:
+    if not modules:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO observer_modulestat AS m (project_id, module, session_count, success_count, last_seen)
+            SELECT %s, u.module, 1, %s, now() FROM unnest(%s::text[]) AS u(module)
+            ON CONFLICT (project_id, module) DO UPDATE SET
+                session_count = m.session_count + 1,
+                success_count = m.success_count + EXCLUDED.success_count,
+                last_seen = now()
+            RETURNING module, session_count
+            """,
+            [str(project_id), 1 if success else 0, [m[:300] for m in modules]],
+        )
+        return dict(cursor.fetchall())
+
+
+# ---------------------------------------------------------------- candidates
+
+
+def _confidence(priority: float, sessions: int, minimum: int, reduction: float, quorum: int) -> float:
+    value = priority + 0.05 * max(0, sessions - minimum) - reduction + QUORUM_BOOST * max(0, quorum - 1)
+    return round(max(0.05, min(CONFIDENCE_CAP, value)), 4)
+
+
+def _signal_candidate(
+    signal: Signal, stat: Stat, *, count: int, confidence: float, pad: Scratchpad, task: str
+) -> Candidate | None:
+    kind, d = signal.kind, dict(signal.data)
+    files, payload = list(signal.files), {}
+    memory_type = CLASSES[kind].promotes_to
+    if kind == "co_access":
+        a, b = files
+        share = stat.directional / max(1, stat.session_count)
+        first, second = (a, b) if share >= 0.5 else (b, a)
+        d.update(directional_share=max(share, 1 - share), first=first, task_types=stat.task_types)
+        payload = {"trigger_file": first, "dependent_files": [second], "weight": round(min(1.0, count / 10), 3)}
+    elif kind == "error_retry":
+        d.update({k: v for k, v in stat.data.items() if v})
+    elif kind == "test_order":
+        share = stat.total / max(1, stat.session_count)
+        if 0.3 < share < 0.7:
+            return None  # no clear habit either way
+        d.update(module=signal.module, test_first_share=share)
+    elif kind == "sequence":
+        d["descriptions"] = [_describe(step) for step in d["steps"]]
+        payload = {
+            "task_pattern": (task or " then ".join(d["descriptions"][:2]))[:300],
+            "steps": [{"order": i + 1, "description": text} for i, text in enumerate(d["descriptions"])],
+            "success_count": count,
+        }
+    elif kind == "step_overrun":
+        actual, planned = stat.total / stat.session_count, stat.total2 / stat.session_count
+        ratio = actual / planned if planned else 0
+        if 0.75 <= ratio < 1.3:
+            return None  # plans are about right here
+        d.update(module=signal.module, actual=actual, planned=planned, ratio=round(ratio, 1))
+        payload = {
+            "module": signal.module,
+            "average_actual_steps": round(actual, 2),
+            "average_planned_steps": round(planned, 2),
+            "ratio": round(ratio, 3),
+            "sample_count": stat.session_count,
+        }
+    elif kind in ("import_chase", "config_touch"):
+        trigger, *rest = files
+        payload = {"trigger_file": trigger, "dependent_files": rest[:50] or [trigger], "weight": None}
+        payload = {k: v for k, v in payload.items() if v is not None}
+        d["module"] = signal.module
+    elif kind == "context_token_spike":
+        spikes = int(stat.total2)
+        if not d.get("spike") or spikes < CLASSES[kind].min_sessions:
+            return None
+        d.update(module=signal.module, average_tokens=stat.total / stat.session_count)
+        payload = {"module": signal.module, "average_tokens": round(d["average_tokens"]), "sample_count": spikes}
+        count = spikes
+    elif kind == "external_reference":
+        d["module"] = signal.module
+    content = synthesis.template(kind, d, sessions=count, files=files)
+    return Candidate(
+        kind=kind,
+        ident=signal.ident,
+        memory_type=memory_type,
+        data=d,
+        confidence=confidence,
+        files=[f for f in files if f],
+        modules=[signal.module] if signal.module and signal.module != "." else [],
+        payload=payload,
+        step=signal.step,
+        sessions=count,
+        early=kind in pad.early,
+        content=content,
+        stat_key=(signal.kind, signal.key),
+        existing_id=stat.promoted_memory_id,
+    )
+
+
+def _describe(step: str) -> str:
+    tool, _, target = step.partition(":")
+    verbs = {"Read": "Read", "Edit": "Edit", "Write": "Write", "Grep": "Search", "Glob": "List", "Bash": "Run"}
+    verb = verbs.get(tool, tool)
+    if tool == "Bash" and target:
+        return f"Run `{target}`"
+    return f"{verb} files in `{target}`" if target and target != "." else f"{verb} (repository root)" if target else verb
+
+
+def signal_candidates(
+    *,
+    signals: list[Signal],
+    stats: dict[tuple[str, str], Stat],
+    gate: Gate,
+    pad: Scratchpad,
+    siblings: set[str],
+    task: str = "",
+) -> list[Candidate]:
+    out = []
+    for signal in _merge(signals):
+        if signal.stat_only or not gate.allows(signal.kind):
+            continue
+        cls = CLASSES[signal.kind]
+        if cls.priority < SIGNAL_FLOOR:
+            continue
+        stat = stats.get((signal.kind, signal.key))
+        if stat is None:
+            continue
+        rule = gate.rule(signal.kind)
+        minimum = rule.min_sessions or cls.min_sessions
+        quorum = 1 + len(siblings.intersection(stat.sessions))
+        if quorum >= 2:
+            minimum = 1  # seeds/003 §11: confirmed by a parallel agent
+        count = stat.session_count
+        if count < minimum:
+            continue
+        confidence = _confidence(cls.priority, count, minimum, rule.reduction, quorum)
+        if confidence < gate.floor:
+            continue
+        candidate = _signal_candidate(signal, stat, count=count, confidence=confidence, pad=pad, task=task)
+        if candidate is not None:
+            if quorum >= 2:
+                candidate.tags.append("obs:quorum")
+            out.append(candidate)
+    return out
+
+
+def note_candidates(pad: Scratchpad, gate: Gate, *, start: int = 0) -> list[Candidate]:
+    out = []
+    for note in pad.notes[start:]:
+        try:
+            memory_type = normalize_type(note["type"])
+        except ValueError:
+            memory_type = "gotcha"
+        if gate.note_types is not None and memory_type not in gate.note_types:
+            continue
+        out.append(
+            Candidate(
+                kind="note",
+                ident=T_ident("note", note["content"]),
+                memory_type=memory_type,
+                data={},
+                confidence=0.8,
+                files=note["related_files"],
+                step=note.get("step") or 0,
+                source="agent_explicit",
+                needs_review=False,
+                early=True,
+                content=note["content"],
+            )
+        )
+    return out
+
+
+def T_ident(kind: str, text: str) -> str:
+    return Signal(kind, T.normalize_pattern(text)).ident
+
+
+def dead_end_candidates(pad: Scratchpad, task: str) -> list[Candidate]:
+    """seeds/004 §6: tried for more than 20 steps, with explicit abandonment language."""
+    if pad.step <= DEAD_END_MIN_STEPS:
+        return []
+    out = []
+    for step, sentence, path in pad.dead_ends[:2]:
+        data = {"why": sentence, "task": task[:200]}
+        out.append(
+            Candidate(
+                kind="dead_end",
+                ident=T_ident("dead_end", sentence),
+                memory_type="dead_end",
+                data=data,
+                confidence=0.75,
+                files=[path] if path else [],
+                modules=[T.module_of(path)] if path else [],
+                payload={
+                    "approach_tried": (task or sentence)[:1000],
+                    "why_it_failed": sentence[:1000],
+                    "task_context": task[:1000],
+                },
+                step=step,
+                content=synthesis.template("dead_end", data, sessions=1, files=[]),
+            )
+        )
+    return out
+
+
+def outcome_candidate(session: Session, pad: Scratchpad) -> Candidate | None:
+    label = (session.work_unit or {}).get("label") or " / ".join((session.work_unit or {}).get("hierarchy", []))
+    if not label:
+        return None
+    steps = session.steps or pad.step
+    data = {"label": label, "outcome": session.outcome or "success", "steps": steps}
+    edited = pad.edited()
+    return Candidate(
+        kind="work_unit_outcome",
+        ident=T_ident("work_unit_outcome", f"{session.id}"),
+        memory_type="work_unit_outcome",
+        data=data,
+        confidence=0.8,
+        files=edited[:20],
+        modules=list(dict.fromkeys(T.module_of(p) for p in edited))[:10],
+        payload={
+            "outcome": data["outcome"],
+            "steps": steps,
+            **({"planned_steps": pad.planned_steps} if pad.planned_steps else {}),
+            "summary": (session.task or "")[:2000],
+        },
+        step=0,
+        content=synthesis.template("work_unit_outcome", data, sessions=1, files=edited),
+    )
+
+
+def prefetch_candidates(*, project_id: UUID, modules: dict[str, int], minimum: int) -> list[Candidate]:
+    """Per module the session worked in: files read in >80% (then >50%) of its sessions."""
+    out = []
+    for module, module_sessions in modules.items():
+        if module_sessions < minimum or module == ".":
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                SELECT key, session_count FROM observer_patternstat
+                WHERE project_id = %s AND kind = 'file_access' AND module = %s AND session_count >= %s
+                ORDER BY session_count DESC, key LIMIT 50
+                """,
+                [str(project_id), module, max(1, int(module_sessions * PREFETCH_OFTEN))],
+            )
+            rows = cursor.fetchall()
+        always = [p for p, n in rows if n / module_sessions > PREFETCH_ALWAYS][:PREFETCH_MAX]
+        often = [p for p, n in rows if PREFETCH_OFTEN < n / module_sessions <= PREFETCH_ALWAYS]
+        often = often[: PREFETCH_MAX - len(always)]
+        if not always and len(often) < 2:
+            continue
+        data = {"module": module, "always": always, "often": often}
+        out.append(
+            Candidate(
+                kind="prefetch",
+                ident=T_ident("prefetch", module),
+                memory_type="prefetch_pattern",
+                data=data,
+                confidence=_confidence(0.72, module_sessions, minimum, 0.0, 1),
+                files=always + often,
+                modules=[module],
+                payload={
+                    "always_read_files": always,
+                    "frequently_read_files": often,
+                    "module_trigger": module,
+                    "session_count": module_sessions,
+                },
+                sessions=module_sessions,
+                content=synthesis.template("prefetch", data, sessions=module_sessions, files=always),
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- trust, novelty, storage
+
+
+def apply_trust(candidate: Candidate, pad: Scratchpad) -> None:
+    """seeds/004 §6 trust defense: anything that arose after external content is tainted."""
+    first_external = pad.external[0][0] if pad.external else None
+    if first_external is not None and candidate.step and candidate.step > first_external:
+        candidate.trust.append("after_external_content")
+    if candidate.kind == "external_reference":
+        candidate.trust.append("external_query")
+    candidate.trust.extend(T.suspicious(candidate.content))
+    if candidate.trust:
+        candidate.confidence = round(candidate.confidence * TAINT_FACTOR, 4)
+        candidate.needs_review = True
+        candidate.tags.append("obs:tainted")
+        candidate.tags.extend(f"trust:{reason}" for reason in dict.fromkeys(candidate.trust))
+
+
+def _embedding_texts(candidates: list[Candidate]) -> list[str]:
+    return [
+        memory_embedding_text(
+            memory_type=c.memory_type,
+            content=c.content,
+            related_files=c.files,
+            related_modules=c.modules,
+            context_prefix="",
+            extra=payload_text(c.memory_type, c.payload),
+        )
+        for c in candidates
+    ]
+
+
+def _nearest(project_id: UUID, candidate: Candidate, vector: np.ndarray, model_id: str) -> UUID | None:
+    dims = len(vector)
+    literal = vector_literal(vector)
+    with connection.cursor() as cursor:
+        set_search_params(cursor)
+        cursor.execute(
+            f"""
+            SELECT id, 1 - {distance_expr(dims)} FROM memories_memory
+            WHERE project_id = %s AND type = %s AND deprecated = false
+              AND embedding_dims = %s AND embedding_model = %s
+            ORDER BY {distance_expr(dims)} LIMIT 1
+            """,
+            [literal, str(project_id), candidate.memory_type, dims, model_id, literal],
+        )
+        row = cursor.fetchone()
+    return row[0] if row and row[1] >= NOVELTY_THRESHOLD else None
+
+
+def store(
+    *,
+    project: Project,
+    actor: Principal,
+    candidates: list[Candidate],
+    cap: int,
+    result: Result,
+    session: Session | None = None,
+) -> None:
+    """Novelty, synthesis, embeddings and the writes, for candidates already gated and trusted.
+    `session` gives provenance (absent for cross-session synthesis)."""
+    from apps.memories.embeddings import embed_cached, get_provider
+
+    by_tag: dict[str, UUID] = {}
+    tags = [f"obs:{c.ident}" for c in candidates]
+    for memory_id, memory_tags in Memory.objects.filter(
+        project=project, deprecated=False, tags__overlap=tags
+    ).values_list("id", "tags"):
+        for tag in memory_tags:
+            by_tag.setdefault(tag, memory_id)
+
+    fresh: list[Candidate] = []
+    for c in candidates:
+        existing = c.existing_id or by_tag.get(f"obs:{c.ident}")
+        if existing and Memory.objects.filter(id=existing, deprecated=False).exists():
+            c.existing_id = existing
+            _reinforce(existing, actor, session, result)
+        else:
+            c.existing_id = None
+            fresh.append(c)
+    fresh.sort(key=lambda c: (not c.early, -c.confidence))
+    result.discarded += max(0, len(fresh) - cap)
+    fresh = fresh[:cap]
+    if not fresh:
+        return
+
+    rewritten, called = synthesis.rewrite([{"kind": c.kind, "content": c.content} for c in fresh])
+    result.llm_calls += int(called)
+    for c, text in zip(fresh, rewritten, strict=True):
+        if text:
+            c.content = text
+
+    provider = get_provider()
+    vectors = embed_cached(_embedding_texts(fresh), provider)
+    kept: list[tuple[Candidate, np.ndarray]] = []
+    for c, vector in zip(fresh, vectors, strict=True):
+        if any(float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type for k, v in kept):
+            result.discarded += 1
+            continue
+        near = _nearest(project.id, c, vector, provider.model_id)
+        if near is not None:
+            _reinforce(near, actor, session, result)
+            continue
+        kept.append((c, vector))
+    if not kept:
+        return
+
+    work_unit = (session.work_unit if session else None) or {}
+    methodology = session.methodology if session else project.methodology
+    ref = (
+        WorkUnitRef(methodology=methodology, hierarchy=work_unit.get("hierarchy", [])[:10],
+                    label=work_unit.get("label", "")[:200])
+        if work_unit.get("hierarchy") or work_unit.get("label") else None
+    )  # fmt: skip
+    drafts = [
+        MemoryDraft(
+            content=c.content[:4000],
+            type=c.memory_type,
+            source=c.source,
+            confidence=c.confidence,
+            tags=["observer", f"obs:{c.ident}", f"signal:{c.kind}", *c.tags][:30],
+            related_files=c.files[:100],
+            related_modules=c.modules[:50],
+            payload=c.payload,
+            session_id=str(session.id) if session else "",
+            needs_review=c.needs_review,
+            methodology=methodology,
+            work_unit_ref=ref,
+        )
+        for c, _ in kept
+    ]
+    created = memory_services.memories_create_batch(
+        project=project, actor=actor, drafts=drafts, vectors=[v for _, v in kept]
+    )
+    for (c, _), memory in zip(kept, created, strict=True):
+        result.created.append(memory.id)
+        result.candidates.append({"kind": c.kind, "type": c.memory_type, "memory_id": str(memory.id),
+                                  "confidence": c.confidence, "trust": c.trust})  # fmt: skip
+        if c.stat_key:
+            _link_stat(project.id, c.stat_key, memory.id)
+
+
+def _reinforce(memory_id: UUID, actor: Principal, session: Session | None, result: Result) -> None:
+    if memory_id in result.reinforced or memory_id in result.created:
+        return
+    memory = Memory.objects.get(id=memory_id)
+    memory_services.memory_reinforce(memory=memory, actor=actor, session_id=str(session.id) if session else None)
+    result.reinforced.append(memory_id)
+
+
+def _link_stat(project_id: UUID, stat_key: tuple[str, str], memory_id: UUID) -> None:
+    from apps.observer.models import PatternStat
+
+    PatternStat.objects.filter(project_id=project_id, kind=stat_key[0], key=stat_key[1][:700]).update(
+        promoted_memory_id=memory_id
+    )

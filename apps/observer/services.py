@@ -1,0 +1,449 @@
+"""Writes for the observer: open a session, ingest event batches, record validation, complete,
+finalize (promotion), step injection bookkeeping, and git cold start.
+
+Ingest does constant work per event: accept its `seq` once, update the scratchpad, append the
+batch to the log. No LLM, no embedding, no memory is written while a session runs. The
+scratchpad lives in this process between batches (keyed by session and event count, so a
+stale copy is never used) and is checkpointed in the session row; any process rebuilds it from
+the checkpoint plus the batches logged since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import OrderedDict
+from typing import Any
+from uuid import UUID
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.observer import promotion
+from apps.observer import text as T
+from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
+from apps.observer.methodology import plugin_for
+from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
+from apps.observer.scratchpad import Scratchpad
+from apps.observer.signals import derive, parallel_conflicts
+from apps.tenants.models import Project
+from apps.tenants.principal import SYSTEM, Principal
+from memorysaas.errors import ApiError
+from memorysaas.realtime import publish
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_EVERY = 500
+SYNTHESIS_THRESHOLDS = (5, 10, 20, 50, 100)
+MAX_COMMIT_FILES = 30
+_CACHE_SIZE = 512
+_pads: OrderedDict[UUID, tuple[int, Scratchpad]] = OrderedDict()
+
+
+# ---------------------------------------------------------------- scratchpad cache
+
+
+def _cached(session: Session) -> Scratchpad | None:
+    hit = _pads.get(session.id)
+    if hit is not None and hit[0] == session.event_count:
+        _pads.move_to_end(session.id)
+        return hit[1]
+    return None
+
+
+def _remember(session: Session, pad: Scratchpad) -> None:
+    _pads[session.id] = (session.event_count, pad)
+    _pads.move_to_end(session.id)
+    while len(_pads) > _CACHE_SIZE:
+        _pads.popitem(last=False)
+
+
+def forget(session_id: UUID) -> None:
+    _pads.pop(session_id, None)
+
+
+def load_scratchpad(session: Session) -> Scratchpad:
+    """The session's scratchpad as of its last accepted batch: from this process's cache, or the
+    checkpoint plus a replay of the batches logged after it."""
+    pad = _cached(session)
+    if pad is not None:
+        return pad
+    pad = Scratchpad.from_dict(session.scratchpad) if session.scratchpad else Scratchpad(session.session_type)
+    for events in (
+        EventBatch.objects.filter(session=session, id__gt=session.checkpoint_batch)
+        .order_by("id")
+        .values_list("events", flat=True)
+    ):
+        for event in events:
+            pad.accept(event["seq"])
+            pad.observe(event)
+    _remember(session, pad)
+    return pad
+
+
+def _checkpoint(session: Session, pad: Scratchpad, batch_id: int) -> None:
+    session.scratchpad = pad.to_dict()
+    session.checkpoint_events = session.event_count
+    session.checkpoint_batch = batch_id
+
+
+# ---------------------------------------------------------------- open
+
+
+def _work_unit(methodology: str, work_unit: dict[str, Any] | None) -> tuple[dict, str, str]:
+    plugin = plugin_for(methodology)
+    work_unit = work_unit or {}
+    hierarchy = [str(h) for h in work_unit.get("hierarchy", []) if str(h).strip()]
+    if not hierarchy and not work_unit.get("label"):
+        return {}, "", ""
+    ref = plugin.work_unit_ref(hierarchy, str(work_unit.get("label", "")))
+    key = "/".join(ref["hierarchy"]) or ref["label"]
+    parallel = str(work_unit.get("parallel_group") or ("/".join(ref["hierarchy"][:-1]) if len(hierarchy) > 1 else ""))
+    return ref, key[:300], parallel[:300]
+
+
+def ab_group(session_id: UUID) -> str:
+    """A stable split: 10% of sessions run without memory so its effect can be measured."""
+    return "control" if int(hashlib.blake2b(session_id.bytes, digest_size=2).hexdigest(), 16) % 10 == 0 else "memory"
+
+
+def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) -> Session:
+    methodology = data.get("methodology") or project.methodology or "native"
+    plugin = plugin_for(methodology)
+    ref, key, parallel = _work_unit(methodology, data.get("work_unit"))
+    session = Session(
+        organization_id=project.organization_id,
+        project=project,
+        user=actor.user if actor.user is not None and actor.user.pk else None,
+        api_key=actor.api_key,
+        session_type=data.get("session_type") or "build",
+        methodology=plugin.id if methodology in ("native", "bmad", "tdd") else methodology[:40],
+        phase=(data.get("phase") or "")[:60],
+        universal_phase=plugin.map_phase(data.get("phase")),
+        work_unit=ref,
+        work_unit_key=key,
+        parallel_group=parallel,
+        task=T.strip_private(data.get("task") or "")[:4000],
+        client=(data.get("client") or "")[:100],
+    )
+    session.ab_group = ab_group(session.id)
+    session.scratchpad = Scratchpad(session.session_type).to_dict()
+    session.save()
+    transaction.on_commit(lambda: publish(project.id, "session.started", {"session_id": str(session.id)}))
+    return session
+
+
+# ---------------------------------------------------------------- ingest
+
+_TEXT_FIELDS = ("text", "result")
+
+
+def _clean(event: dict[str, Any]) -> dict[str, Any]:
+    """`<private>` spans never stored; None fields dropped."""
+    out = {k: v for k, v in event.items() if v is not None}
+    for key in _TEXT_FIELDS:
+        if key in out:
+            out[key] = T.strip_private(out[key])
+    args = out.get("args")
+    if args:
+        out["args"] = {k: T.strip_private(v) if isinstance(v, str) else v for k, v in args.items()}
+    memory = out.get("memory")
+    if memory and isinstance(memory.get("content"), str):
+        out["memory"] = {**memory, "content": T.strip_private(memory["content"])}
+    return out
+
+
+def events_ingest(*, session: Session, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Append a validated batch. Events whose seq was already accepted are ignored, so posting
+    the same batch twice leaves the same state. Returns counts."""
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(id=session.id)
+        if locked.status != SessionStatus.OPEN:
+            raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
+        pad = load_scratchpad(locked)
+        try:
+            fresh = []
+            for event in events:
+                if pad.accept(event["seq"]):
+                    event = _clean(event)
+                    pad.observe(event)
+                    fresh.append(event)
+            fields = ["event_count", "last_step"]
+            if fresh:
+                batch = EventBatch.objects.create(
+                    session=locked,
+                    first_seq=min(e["seq"] for e in fresh),
+                    last_seq=max(e["seq"] for e in fresh),
+                    count=len(fresh),
+                    events=fresh,
+                )
+                locked.event_count += len(fresh)
+                locked.last_step = pad.step
+                edited = pad.edited()
+                if len(edited) != len(locked.edited_files):
+                    locked.edited_files = edited[:500]
+                    fields.append("edited_files")
+                if locked.event_count - locked.checkpoint_events >= CHECKPOINT_EVERY:
+                    _checkpoint(locked, pad, batch.id)
+                    fields += ["scratchpad", "checkpoint_events", "checkpoint_batch"]
+                locked.save(update_fields=fields)
+        except BaseException:
+            forget(locked.id)
+            raise
+        _remember(locked, pad)
+    return {
+        "accepted": len(fresh),
+        "duplicates": len(events) - len(fresh),
+        "event_count": locked.event_count,
+        "notes": len(pad.notes),
+    }
+
+
+# ---------------------------------------------------------------- validation and complete
+
+
+def _locked_open(session: Session) -> tuple[Session, Scratchpad]:
+    locked = Session.objects.select_for_update().select_related("project").get(id=session.id)
+    return locked, load_scratchpad(locked)
+
+
+@transaction.atomic
+def validation_record(*, session: Session, actor: Principal, passed: bool, work_unit: str, report: str) -> dict:
+    """A validation result. In a build with more than 5 work units, a passed unit promotes its
+    explicit notes and self-corrections at once (seeds/000 §8 partial QA)."""
+    locked, pad = _locked_open(session)
+    if locked.status != SessionStatus.OPEN:
+        raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
+    pad.validations.append({"passed": passed, "work_unit": work_unit[:200], "report": T.strip_private(report)[:2000],
+                            "step": pad.step})  # fmt: skip
+    promoted: list[str] = []
+    units = {v["work_unit"] for v in pad.validations if v["work_unit"]}
+    if passed and locked.session_type == "build" and len(units) > INCREMENTAL_UNITS:
+        result = _promote_incremental(locked, pad, actor)
+        promoted = [str(i) for i in result.created]
+    _save_checkpoint(locked, pad)
+    return {"validations": len(pad.validations), "passed": passed, "promoted": promoted}
+
+
+def _save_checkpoint(session: Session, pad: Scratchpad) -> None:
+    last = EventBatch.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
+    _checkpoint(session, pad, last)
+    session.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch", "promoted_memory_ids"])
+    _remember(session, pad)
+
+
+def _promote_incremental(session: Session, pad: Scratchpad, actor: Principal) -> promotion.Result:
+    gate = gate_for(session.session_type)
+    result = promotion.Result()
+    candidates = promotion.note_candidates(pad, gate)
+    for signal in derive(pad):
+        if signal.kind == "self_correction":
+            stat = promotion.Stat(1, 0, 0, 0, [], [], {}, None)
+            candidates += promotion.signal_candidates(
+                signals=[signal], stats={(signal.kind, signal.key): stat}, gate=gate, pad=pad, siblings=set()
+            )
+    candidates = [c for c in candidates if c.ident not in pad.promoted_keys]
+    for c in candidates:
+        promotion.apply_trust(c, pad)
+    promotion.store(
+        project=session.project, session=session, actor=actor, candidates=candidates, cap=gate.cap, result=result
+    )
+    pad.promoted_keys.update(c.ident for c in candidates)
+    session.promoted_memory_ids = [*session.promoted_memory_ids, *result.created]
+    return result
+
+
+def session_complete(*, session: Session, outcome: str, steps: int | None) -> Session:
+    """Close the session and queue its finalize (run inline when the queue is synchronous)."""
+    from memorysaas.queue import enqueue
+
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(id=session.id)
+        if locked.status != SessionStatus.OPEN:
+            return locked  # completing twice changes nothing
+        locked.status = SessionStatus.FINALIZING
+        locked.outcome = outcome
+        locked.steps = steps
+        locked.ended_at = timezone.now()
+        locked.save(update_fields=["status", "outcome", "steps", "ended_at"])
+        enqueue("apps.observer.tasks.finalize_session", str(locked.id), group="observer.finalize")
+    locked.refresh_from_db()
+    return locked
+
+
+def _actor(session: Session) -> Principal:
+    if session.api_key_id:
+        from apps.tenants.models import ApiKey
+
+        key = ApiKey.objects.filter(id=session.api_key_id).first()
+        if key is not None:
+            return Principal.for_api_key(key)
+    if session.user_id:
+        return Principal.for_user(session.user)
+    return SYSTEM
+
+
+def session_finalize(session_id: UUID | str) -> promotion.Result | None:
+    """Run the promotion pipeline for a completed session, once. Everything it writes (the
+    frequency tables, memories, reinforcements, the session's report) is one transaction: a
+    worker killed part way leaves nothing, and the re-run does the whole job."""
+    result = promotion.Result()
+    with transaction.atomic():
+        session = Session.objects.select_for_update().select_related("project").filter(id=session_id).first()
+        if session is None or session.status != SessionStatus.FINALIZING:
+            return None
+        pad = load_scratchpad(session)
+        gate = gate_for(session.session_type)
+        validated = pad.validations[-1]["passed"] if pad.validations else None
+        success = session.outcome == Outcome.SUCCESS and validated is not False
+        signals = derive(pad, outcome="success" if success else session.outcome, steps=session.steps)
+        siblings: dict[str, list[str]] = {}
+        if session.parallel_group:
+            siblings = {
+                str(sid): files
+                for sid, files in Session.objects.filter(project=session.project, parallel_group=session.parallel_group)
+                .exclude(id=session.id)
+                .values_list("id", "edited_files")
+            }
+            signals += parallel_conflicts(pad, siblings)
+        # validation filter: a failed approach teaches only what is outcome-blind
+        counted = signals if validated is not False else [s for s in signals if s.kind in promotion.OUTCOME_BLIND]
+        stats = promotion.update_stats(project_id=session.project_id, session=session, signals=counted)
+        modules = list(dict.fromkeys(T.module_of(p) for p in pad.files))[:20]
+        result.module_counts = promotion.update_module_stats(
+            project_id=session.project_id, modules=modules, success=success
+        )
+        actor = _actor(session)
+        candidates: list[promotion.Candidate] = []
+        if gate_open(gate, validated=validated, outcome=session.outcome):
+            candidates += promotion.note_candidates(pad, gate)
+            candidates += promotion.signal_candidates(
+                signals=counted, stats=stats, gate=gate, pad=pad, siblings=set(siblings), task=session.task
+            )
+            if gate.allows("file_access"):
+                rule = gate.rule("file_access")
+                minimum = rule.min_sessions or promotion.PREFETCH_MIN_SESSIONS
+                worked = {m: result.module_counts.get(m, 0) for m in pad.modules()}
+                candidates += promotion.prefetch_candidates(
+                    project_id=session.project_id, modules=worked, minimum=minimum
+                )
+            if gate.outcomes:
+                candidates += promotion.dead_end_candidates(pad, session.task)
+                outcome = promotion.outcome_candidate(session, pad)
+                if outcome is not None:
+                    candidates.append(outcome)
+        elif gate.outcomes:
+            candidates += promotion.dead_end_candidates(pad, session.task)  # genuine dead ends survive
+        candidates = [c for c in candidates if c.ident not in pad.promoted_keys]
+        for c in candidates:
+            promotion.apply_trust(c, pad)
+        promotion.store(
+            project=session.project, session=session, actor=actor, candidates=candidates, cap=gate.cap, result=result
+        )
+        session.status = SessionStatus.COMPLETED
+        session.finalized_at = timezone.now()
+        session.promoted_memory_ids = [*session.promoted_memory_ids, *result.created]
+        session.reinforced_memory_ids = result.reinforced
+        session.report = {
+            "gate": session.session_type,
+            "gate_open": gate_open(gate, validated=validated, outcome=session.outcome),
+            "validated": validated,
+            "signals": len(signals),
+            "candidates": result.candidates,
+            "discarded": result.discarded,
+            "llm_calls": result.llm_calls,
+        }
+        session.scratchpad = pad.to_dict()
+        session.save(
+            update_fields=[
+                "status", "finalized_at", "promoted_memory_ids", "reinforced_memory_ids", "report", "scratchpad",
+            ]
+        )  # fmt: skip
+        due = [(m, n) for m, n in result.module_counts.items() if n in SYNTHESIS_THRESHOLDS and m != "."]
+        if due:
+            from memorysaas.queue import enqueue
+
+            for module, count in due:
+                enqueue("apps.observer.tasks.synthesize_module", str(session.project_id), module, count)
+        project_id, sid = session.project_id, str(session.id)
+        transaction.on_commit(
+            lambda: publish(project_id, "session.completed", {"session_id": sid, "created": len(result.created)})
+        )
+    forget(session.id)
+    return result
+
+
+# ---------------------------------------------------------------- step injection
+
+
+def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE observer_session SET injected_memory_ids = injected_memory_ids || %s::uuid[],
+                scratchpad = jsonb_set(scratchpad, '{notes_injected}', to_jsonb(%s::int))
+            WHERE id = %s
+            """,
+            [[str(i) for i in memory_ids], notes_upto, str(session.id)],
+        )
+    hit = _pads.get(session.id)
+    if hit is not None:
+        hit[1].notes_injected = notes_upto
+
+
+# ---------------------------------------------------------------- git cold start
+
+_COMMIT_LINE = re.compile(r"^(?:commit )?([0-9a-f]{7,40})(?:$| )")
+_HEADER = ("Author:", "Date:", "Merge:", "AuthorDate:", "Commit:", "CommitDate:")
+
+
+def parse_git_log(text: str) -> list[list[str]]:
+    """Commits (their changed files) from `git log --name-only` output: the default format,
+    `--pretty=format:%H` or `--oneline`."""
+    commits: list[list[str]] = []
+    current: list[str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or raw.startswith((" ", "\t")) or line.startswith(_HEADER):
+            continue
+        if _COMMIT_LINE.match(line):
+            current = []
+            commits.append(current)
+        elif current is not None and not line.startswith("/") and ".." not in line.split("/") and len(line) <= 500:
+            current.append(line)
+    return [c for c in commits if c]
+
+
+@transaction.atomic
+def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
+    """Seed co-change edges (kind `co_change`) from history, before any session exists."""
+    commits = parse_git_log(log_text)
+    pairs: dict[str, int] = {}
+    files: dict[str, int] = {}
+    used = 0
+    for changed in commits:
+        changed = sorted(set(changed))
+        if len(changed) < 2 or len(changed) > MAX_COMMIT_FILES:
+            continue  # a single file has no partner; a huge commit (a rename, a format) says nothing
+        used += 1
+        for f in changed:
+            files[f] = files.get(f, 0) + 1
+        for i, a in enumerate(changed):
+            for b in changed[i + 1 :]:
+                key = f"{a}\t{b}"
+                pairs[key] = pairs.get(key, 0) + 1
+    keys = list(pairs)
+    if keys:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO observer_patternstat AS p (project_id, kind, key, module, session_count, total, total2,
+                    directional, task_types, sessions, data, first_seen, last_seen)
+                SELECT %s, 'co_change', u.key, split_part(u.key, E'\\t', 1), 0, u.n, 0, 0, '{}', '{}', '{}', now(), now()
+                FROM unnest(%s::text[], %s::float8[]) AS u(key, n)
+                ON CONFLICT (project_id, kind, key) DO UPDATE SET total = EXCLUDED.total, last_seen = now()
+                """,
+                [str(project.id), [k[:700] for k in keys], [float(pairs[k]) for k in keys]],
+            )
+    return {"commits": len(commits), "commits_used": used, "files": len(files), "edges": len(keys)}

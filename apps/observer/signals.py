@@ -1,0 +1,248 @@
+"""The 17 signal classes of seeds/004 §4, derived from a finished scratchpad.
+
+`derive(pad, ...)` turns one session's scratchpad into `Signal`s: each has a class (`kind`), a
+`key` that identifies the same pattern in another session (a path, a pair of paths, an error
+fingerprint, a normalised query, a 4-step tool sequence), the step it arose at (for the trust
+gate) and the data its memory will be written from. Whether a signal becomes a memory is the
+promotion pipeline's decision (minimum sessions, gate, novelty, trust), not this module's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.observer import text as T
+from apps.observer.scratchpad import Scratchpad
+
+
+@dataclass(frozen=True)
+class SignalClass:
+    priority: float
+    min_sessions: int
+    promotes_to: str
+
+
+# seeds/004 §4 "Signal Priority Reference Table".
+CLASSES: dict[str, SignalClass] = {
+    "self_correction": SignalClass(0.88, 1, "gotcha"),
+    "co_access": SignalClass(0.91, 3, "causal_dependency"),
+    "error_retry": SignalClass(0.85, 2, "error_pattern"),
+    "parallel_conflict": SignalClass(0.82, 1, "gotcha"),
+    "external_reference": SignalClass(0.61, 3, "module_insight"),
+    "read_abandon": SignalClass(0.79, 3, "gotcha"),
+    "repeated_grep": SignalClass(0.76, 2, "module_insight"),
+    "test_order": SignalClass(0.74, 3, "task_calibration"),
+    "sequence": SignalClass(0.73, 3, "workflow_recipe"),
+    "file_access": SignalClass(0.72, 3, "prefetch_pattern"),
+    "step_overrun": SignalClass(0.71, 3, "task_calibration"),
+    "import_chase": SignalClass(0.52, 4, "causal_dependency"),
+    "config_touch": SignalClass(0.66, 2, "causal_dependency"),
+    "glob_ignore": SignalClass(0.64, 2, "gotcha"),
+    "context_token_spike": SignalClass(0.63, 3, "context_cost"),
+    "backtrack": SignalClass(0.68, 2, "gotcha"),
+    "time_anomaly": SignalClass(0.48, 3, "gotcha"),
+}
+SIGNAL_FLOOR = 0.4  # seeds/004: signals valued below this are dropped before promotion
+SEQUENCE_LENGTH = 4
+OVERRUN_RATIO = 1.5
+TOKENS_PER_FILE_SPIKE = 20_000
+PEAK_TOKENS_SPIKE = 120_000
+MAX_PAIR_SIGNALS = 200
+
+
+@dataclass
+class Signal:
+    kind: str
+    key: str
+    step: int = 0
+    module: str = ""
+    files: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    # Sums the cross-session tables keep for this key (see PatternStat).
+    total: float = 0.0
+    total2: float = 0.0
+    directional: int = 0
+    # Only counted in the cross-session tables, never a memory by itself.
+    stat_only: bool = False
+
+    @property
+    def cls(self) -> SignalClass:
+        return CLASSES[self.kind]
+
+    @property
+    def ident(self) -> str:
+        """A stable short id of (kind, key): the tag that ties a memory to its pattern."""
+        return hashlib.blake2b(f"{self.kind}|{self.key}".encode(), digest_size=6).hexdigest()
+
+
+def _short(text: str, n: int = 12) -> str:
+    return hashlib.blake2b(T.normalize_pattern(text).encode(), digest_size=n // 2).hexdigest()
+
+
+def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> list[Signal]:
+    signals: list[Signal] = []
+    files = pad.files
+    edited = set(pad.edited())
+    edited_modules = {T.module_of(p) for p in edited}
+
+    # 1 file access: every file touched (feeds file-node stats and prefetch plans)
+    for path, (reads, edits, first, _last, _e, _n) in files.items():
+        signals.append(
+            Signal("file_access", path, first, T.module_of(path), [path], {"edited": bool(edits)},
+                   total=reads + edits, total2=1 if edits else 0, stat_only=True)
+        )  # fmt: skip
+
+    # 2 co-access within a 5-file window, with direction; pairs with an edited file first
+    pairs = sorted(
+        pad.pairs.items(),
+        key=lambda item: (not (set(item[0].split("\t")) & edited), item[1][0]),
+    )[:MAX_PAIR_SIGNALS]
+    for key, (delta, a_first) in pairs:
+        a, b = key.split("\t")
+        if edited and not ({a, b} & edited):
+            continue
+        signals.append(
+            Signal("co_access", key, 0, T.module_of(a), [a, b], {"step_delta": delta},
+                   total=1, total2=delta, directional=a_first)
+        )  # fmt: skip
+
+    # 3 error-retry, fingerprinted, with how it was resolved
+    for fp, (count, tool, message, step, resolved_by, to_resolve) in pad.errors.items():
+        near = [p for p, e in files.items() if abs(e[3] - step) <= 3][:3]
+        signals.append(
+            Signal("error_retry", fp, step, T.module_of(near[0]) if near else "", near,
+                   {"tool": tool, "message": message, "resolved_by": resolved_by, "steps_to_resolve": to_resolve},
+                   total=count)
+        )  # fmt: skip
+
+    # 4 backtrack: a file edited again within a few steps after other work
+    for path, between, seen in pad.backtracks:
+        signals.append(Signal("backtrack", path, 0, T.module_of(path), [path], {"steps_between": between, "files_seen": seen}))
+
+    # 5 read-then-abandon: read, never edited, while the session edited elsewhere in its module
+    for path in pad.read_only():
+        entry = files[path]
+        module = T.module_of(path)
+        went_to = entry[5] if entry[5] in edited else next(
+            (p for p in edited if T.module_of(p) == module), None
+        )
+        if went_to and module in edited_modules and not T.is_test_file(path) and not T.config_kind(path):
+            signals.append(Signal("read_abandon", path, entry[2], module, [path, went_to], {"went_to": went_to}))
+
+    # 6 repeated grep
+    for pattern, (count, empty, first) in pad.greps.items():
+        if count >= 2:
+            near = [p for p, e in files.items() if e[2] >= first][:3]
+            signals.append(
+                Signal("repeated_grep", pattern, first, T.module_of(near[0]) if near else "", near,
+                       {"pattern": pattern, "repeats": count, "empty_results": empty, "found": near[:1]})
+            )  # fmt: skip
+
+    # 7 tool sequences: the session's 4-step windows (successful sessions only)
+    if outcome == "success":
+        seq = pad.sequence
+        seen: set[str] = set()
+        for i in range(len(seq) - SEQUENCE_LENGTH + 1):
+            window = seq[i : i + SEQUENCE_LENGTH]
+            if len(set(window)) < 3:
+                continue
+            key = " > ".join(window)
+            if key not in seen:
+                seen.add(key)
+                signals.append(Signal("sequence", key, 0, "", [], {"steps": window}, total=1))
+
+    # 8 time anomaly: a long dwell, kept only when the same file also saw an error or a backtrack
+    troubled = {b[0] for b in pad.backtracks} | {
+        p for p, e in files.items() for er in pad.errors.values() if abs(e[3] - er[3]) <= 3
+    }
+    for path, seconds, step in pad.anomalies:
+        if path in troubled:
+            signals.append(Signal("time_anomaly", path, step, T.module_of(path), [path], {"seconds": seconds}))
+
+    # 9 self-correction
+    for step, kind, sentence, path in pad.corrections:
+        signals.append(
+            Signal("self_correction", _short(sentence), step, T.module_of(path) if path else "",
+                   [path] if path else [], {"sentence": sentence, "correction_type": kind})
+        )  # fmt: skip
+
+    # 10 external reference
+    for step, tool, query, edit_after in pad.external:
+        if query:
+            signals.append(
+                Signal("external_reference", query, step, T.module_of(edit_after) if edit_after else "",
+                       [edit_after] if edit_after else [], {"tool": tool, "query": query, "edited": edit_after})
+            )  # fmt: skip
+
+    # 11 glob then ignore
+    for pattern, (returned, read, step) in pad.globs.items():
+        if returned >= 3 and read / returned < 0.1:
+            signals.append(Signal("glob_ignore", pattern, step, "", [], {"pattern": pattern, "returned": returned, "read": read}))
+
+    # 12 import chase
+    for parent, child, steps_between in pad.chases:
+        signals.append(
+            Signal("import_chase", f"{parent}\t{child}", 0, T.module_of(parent), [parent, child], {"steps": steps_between})
+        )
+
+    # 13 test order
+    if pad.impl_files and (pad.test_files or pad.test_read_step is not None or pad.test_run_step is not None):
+        module = T.module_of(pad.impl_files[0])
+        first_test = min((s for s in (pad.test_read_step, pad.test_run_step) if s is not None), default=None)
+        test_first = first_test is not None and pad.impl_edit_step is not None and first_test < pad.impl_edit_step
+        signals.append(
+            Signal("test_order", module, 0, module, pad.test_files[:3] + pad.impl_files[:3],
+                   {"test_first": test_first}, total=1 if test_first else 0)
+        )  # fmt: skip
+
+    # 14 config touch: a config file edited together with other files
+    others = [p for p in edited if p not in pad.configs_edited]
+    for config in pad.configs_edited:
+        if others:
+            module = T.module_of(others[0])
+            signals.append(
+                Signal("config_touch", f"{config}\t{module}", 0, module, [config, *others[:5]],
+                       {"config": config, "config_kind": T.config_kind(config), "edited_with": others[:5]})
+            )  # fmt: skip
+
+    # 15 step overrun (planned vs actual; every planned session feeds calibration)
+    actual = steps or pad.step
+    if pad.planned_steps and actual:
+        modules = pad.modules()
+        module = modules[0] if modules else "."
+        ratio = actual / pad.planned_steps
+        signals.append(
+            Signal("step_overrun", module, 0, module, [], {"planned": pad.planned_steps, "actual": actual,
+                   "ratio": round(ratio, 2), "overrun": ratio >= OVERRUN_RATIO}, total=actual, total2=pad.planned_steps)
+        )  # fmt: skip
+
+    # 17 context-token spike (16, parallel conflict, needs other sessions: see promotion)
+    tokens_in, _out, peak, _n = pad.tokens
+    files_read = sum(1 for e in files.values() if e[0]) or 1
+    if tokens_in:
+        modules = pad.modules()
+        module = modules[0] if modules else "."
+        per_file = tokens_in / files_read
+        spike = per_file >= TOKENS_PER_FILE_SPIKE or peak >= PEAK_TOKENS_SPIKE
+        signals.append(
+            Signal("context_token_spike", module, 0, module, [], {"tokens": tokens_in, "files_read": files_read,
+                   "tokens_per_file": round(per_file), "peak": peak, "spike": spike},
+                   total=tokens_in, total2=1 if spike else 0)
+        )  # fmt: skip
+
+    return signals
+
+
+def parallel_conflicts(pad: Scratchpad, sibling_edits: dict[str, list[str]]) -> list[Signal]:
+    """16: files this session edited that a parallel session of the same work unit edited too."""
+    mine = set(pad.edited())
+    found: dict[str, list[str]] = {}
+    for session_id, files in sibling_edits.items():
+        for path in mine.intersection(files):
+            found.setdefault(path, []).append(session_id)
+    return [
+        Signal("parallel_conflict", path, 0, T.module_of(path), [path], {"sessions": sessions})
+        for path, sessions in sorted(found.items())
+    ]
