@@ -20,7 +20,16 @@ from memorysaas.schemas import InputSchema, OutputSchema
 
 router = Router(tags=["observer"])
 MAX_EVENTS = 1000
-EVENT_TYPES = ("tool_call", "tool_result", "reasoning", "step_complete", "record_memory", "plan", "commit", "phase")
+EVENT_TYPES = (
+    "tool_call",
+    "tool_result",
+    "reasoning",
+    "step_complete",
+    "record_memory",
+    "plan",
+    "commit",
+    "phase",
+)
 _REQUIRED = {
     "tool_call": ("tool",),
     "tool_result": ("tool",),
@@ -81,7 +90,9 @@ class EventIn(BaseModel):
 
 
 class EventsIn(InputSchema):
-    events: list[dict[str, Any]] = Field(description=f"Up to {MAX_EVENTS} events, each with a client-side seq.")
+    events: list[dict[str, Any]] = Field(
+        description=f"Up to {MAX_EVENTS} events, each with a client-side seq."
+    )
 
 
 class WorkUnitIn(InputSchema):
@@ -97,7 +108,9 @@ class SessionIn(InputSchema):
     work_unit: WorkUnitIn | None = None
     task: str = Field("", max_length=4000)
     client: str = Field("", max_length=100)
-    files: list[str] = Field(default_factory=list, max_length=100, description="Files in play, for the start plan.")
+    files: list[str] = Field(
+        default_factory=list, max_length=100, description="Files in play, for the start plan."
+    )
 
 
 class SessionOut(OutputSchema):
@@ -251,7 +264,11 @@ def sessions_validation(request, session_id: UUID, payload: ValidationIn):
     """A validation result (QA, tests, review) for the session or one of its work units."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
     return services.validation_record(
-        session=session, actor=request.auth, passed=payload.passed, work_unit=payload.work_unit, report=payload.report
+        session=session,
+        actor=request.auth,
+        passed=payload.passed,
+        work_unit=payload.work_unit,
+        report=payload.report,
     )
 
 
@@ -271,7 +288,11 @@ def sessions_step_injection(request, session_id: UUID, payload: StepIn):
     if session.ab_group == "control":
         return {"step": payload.step, "injection": None, "reason": "control_group"}
     return selectors.step_injection(
-        session=session, principal=request.auth, step=payload.step, files=payload.files, searches=payload.searches
+        session=session,
+        principal=request.auth,
+        step=payload.step,
+        files=payload.files,
+        searches=payload.searches,
     )
 
 
@@ -290,5 +311,3 @@ class PingOut(OutputSchema):
 def ping(request):
     """An authenticated no-op: check a key, measure round trips."""
     return {"ok": True}
-
-

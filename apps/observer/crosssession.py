@@ -43,9 +43,11 @@ def module_summary(project_id, module: str) -> dict[str, Any]:
             """,
             [str(project_id), module],
         )
-        rows = cursor.fetchall()
+        rows = [(*row[:6], promotion._json(row[6]), row[7]) for row in cursor.fetchall()]
     files = [
-        {"path": key, "sessions": n, "edit_sessions": int(t2)} for kind, key, n, _t, t2, _d, _x, _p in rows if kind == "file_access"
+        {"path": key, "sessions": n, "edit_sessions": int(t2)}
+        for kind, key, n, _t, t2, _d, _x, _p in rows
+        if kind == "file_access"
     ][:10]
     pairs = [
         {"files": key.split("\t"), "sessions": n, "promoted": p is not None}
@@ -60,7 +62,9 @@ def module_summary(project_id, module: str) -> dict[str, Any]:
     return {"files": files, "pairs": pairs, "errors": errors}
 
 
-def _llm_candidates(module: str, count: int, summary: dict[str, Any]) -> tuple[list[promotion.Candidate], bool]:
+def _llm_candidates(
+    module: str, count: int, summary: dict[str, Any]
+) -> tuple[list[promotion.Candidate], bool]:
     if not settings.OPENAI_API_KEY:
         return [], False
     prompt = (
@@ -76,7 +80,9 @@ def _llm_candidates(module: str, count: int, summary: dict[str, Any]) -> tuple[l
     try:
         from openai import OpenAI
 
-        client = OpenAI(api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, timeout=20.0, max_retries=0)
+        client = OpenAI(
+            api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, timeout=20.0, max_retries=0
+        )
         response = client.chat.completions.create(
             model=settings.OPENAI_CHAT_MODEL,
             messages=[{"role": "user", "content": prompt}],
@@ -91,7 +97,11 @@ def _llm_candidates(module: str, count: int, summary: dict[str, Any]) -> tuple[l
     allowed = {"prefetch_pattern", "causal_dependency", "gotcha", "error_pattern", "module_insight"}
     out = []
     for item in items[:MAX_MEMORIES] if isinstance(items, list) else []:
-        if not isinstance(item, dict) or item.get("type") not in allowed or not str(item.get("content", "")).strip():
+        if (
+            not isinstance(item, dict)
+            or item.get("type") not in allowed
+            or not str(item.get("content", "")).strip()
+        ):
             continue
         files = [str(f) for f in item.get("related_files", []) if isinstance(f, str)][:20]
         confidence = min(0.9, max(0.3, float(item.get("confidence") or 0.6)))
@@ -110,7 +120,9 @@ def _llm_candidates(module: str, count: int, summary: dict[str, Any]) -> tuple[l
     return out, True
 
 
-def _template_candidates(project_id, module: str, count: int, summary: dict[str, Any]) -> list[promotion.Candidate]:
+def _template_candidates(
+    project_id, module: str, count: int, summary: dict[str, Any]
+) -> list[promotion.Candidate]:
     out = promotion.prefetch_candidates(project_id=project_id, modules={module: count}, minimum=3)
     for pair in summary["pairs"]:
         if not pair["promoted"] and pair["sessions"] >= 3:
@@ -118,8 +130,13 @@ def _template_candidates(project_id, module: str, count: int, summary: dict[str,
             data = {"directional_share": 0, "first": a, "task_types": []}
             out.append(
                 promotion.Candidate(
-                    kind="co_access", ident=promotion.T_ident("co_access_synth", f"{a}\t{b}"),
-                    memory_type="causal_dependency", data=data, confidence=0.7, files=[a, b], modules=[module],
+                    kind="co_access",
+                    ident=promotion.T_ident("co_access_synth", f"{a}\t{b}"),
+                    memory_type="causal_dependency",
+                    data=data,
+                    confidence=0.7,
+                    files=[a, b],
+                    modules=[module],
                     payload={"trigger_file": a, "dependent_files": [b]},
                     content=synthesis.template("co_access", data, sessions=pair["sessions"], files=[a, b]),
                 )  # fmt: skip
@@ -132,9 +149,14 @@ def _template_candidates(project_id, module: str, count: int, summary: dict[str,
         content = f"`{module}` ({count} agent sessions so far): work here centres on {top}.{changed}"
         out.append(
             promotion.Candidate(
-                kind="module_synthesis", ident=promotion.T_ident("module_insight", f"{module}|{count}"),
-                memory_type="module_insight", data={}, confidence=0.6,
-                files=[f["path"] for f in summary["files"][:5]], modules=[module], content=content,
+                kind="module_synthesis",
+                ident=promotion.T_ident("module_insight", f"{module}|{count}"),
+                memory_type="module_insight",
+                data={},
+                confidence=0.6,
+                files=[f["path"] for f in summary["files"][:5]],
+                modules=[module],
+                content=content,
             )  # fmt: skip
         )
     return out[:MAX_MEMORIES]

@@ -28,7 +28,9 @@ def _row(session: Session) -> dict[str, Any]:
         "outcome": session.outcome,
         "started_at": session.started_at.isoformat(),
         "ended_at": session.ended_at.isoformat() if session.ended_at else None,
-        "events": [e for events in session.batches.order_by("id").values_list("events", flat=True) for e in events],
+        "events": [
+            e for events in session.batches.order_by("id").values_list("events", flat=True) for e in events
+        ],
         "promoted_memory_ids": [str(i) for i in session.promoted_memory_ids],
     }
 

@@ -36,7 +36,9 @@ class Plugin:
     def work_unit_ref(self, hierarchy: list[str], label: str = "") -> dict:
         hierarchy = [str(h)[:100] for h in hierarchy if str(h).strip()][:10]
         if not label and hierarchy:
-            label = " / ".join(f"{level.title()} {value}" for level, value in zip(self.levels, hierarchy, strict=False))
+            label = " / ".join(
+                f"{level.title()} {value}" for level, value in zip(self.levels, hierarchy, strict=False)
+            )
         return {"methodology": self.id, "hierarchy": hierarchy, "label": label[:200]}
 
     def relays_from(self, stage: str) -> list[Relay]:

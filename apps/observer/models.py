@@ -49,8 +49,12 @@ class Session(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey("tenants.Organization", on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
-    user = models.ForeignKey("tenants.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    api_key = models.ForeignKey("tenants.ApiKey", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    user = models.ForeignKey(
+        "tenants.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        "tenants.ApiKey", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     session_type = models.CharField(max_length=16, choices=SessionType.choices, default=SessionType.BUILD)
     methodology = models.CharField(max_length=40, default="native")
     phase = models.CharField(max_length=60, blank=True)
@@ -102,6 +106,9 @@ class EventBatch(models.Model):
     class Meta:
         indexes = [models.Index(fields=["session", "id"], name="obs_batch_session")]
 
+    def __str__(self) -> str:
+        return f"events {self.first_seq}-{self.last_seq} of {self.session_id}"
+
 
 class PatternStat(models.Model):
     project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
@@ -130,6 +137,9 @@ class PatternStat(models.Model):
         ]
         indexes = [models.Index(fields=["project", "kind", "module"], name="obs_pattern_module")]
 
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key} ({self.session_count} sessions)"
+
 
 class ModuleStat(models.Model):
     project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
@@ -142,6 +152,9 @@ class ModuleStat(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "module"], name="obs_module_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.module} ({self.session_count} sessions)"
 
 
 class SynthesisLog(models.Model):
@@ -161,3 +174,6 @@ class SynthesisLog(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "module", "trigger"], name="obs_synthesis_once"),
         ]
+
+    def __str__(self) -> str:
+        return f"synthesis {self.module} at {self.trigger}"

@@ -153,9 +153,16 @@ def update_stats(*, project_id: UUID, session: Session, signals: list[Signal]) -
             ],
         )
         return {
-            (kind, key): Stat(count, total, total2, directional, types, sessions, data or {}, promoted)
+            (kind, key): Stat(count, total, total2, directional, types, sessions, _json(data), promoted)
             for kind, key, count, total, total2, directional, types, sessions, data, promoted in cursor.fetchall()
         }
+
+
+def _json(value: Any) -> dict[str, Any]:
+    """jsonb from a raw cursor arrives as text (Django leaves decoding to JSONField)."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return value or {}
 
 
 def update_module_stats(*, project_id: UUID, modules: list[str], success: bool) -> dict[str, int]:
@@ -196,7 +203,11 @@ def _signal_candidate(
         share = stat.directional / max(1, stat.session_count)
         first, second = (a, b) if share >= 0.5 else (b, a)
         d.update(directional_share=max(share, 1 - share), first=first, task_types=stat.task_types)
-        payload = {"trigger_file": first, "dependent_files": [second], "weight": round(min(1.0, count / 10), 3)}
+        payload = {
+            "trigger_file": first,
+            "dependent_files": [second],
+            "weight": round(min(1.0, count / 10), 3),
+        }
     elif kind == "error_retry":
         d.update({k: v for k, v in stat.data.items() if v})
     elif kind == "test_order":
@@ -234,7 +245,11 @@ def _signal_candidate(
         if not d.get("spike") or spikes < CLASSES[kind].min_sessions:
             return None
         d.update(module=signal.module, average_tokens=stat.total / stat.session_count)
-        payload = {"module": signal.module, "average_tokens": round(d["average_tokens"]), "sample_count": spikes}
+        payload = {
+            "module": signal.module,
+            "average_tokens": round(d["average_tokens"]),
+            "sample_count": spikes,
+        }
         count = spikes
     elif kind == "external_reference":
         d["module"] = signal.module
@@ -259,11 +274,24 @@ def _signal_candidate(
 
 def _describe(step: str) -> str:
     tool, _, target = step.partition(":")
-    verbs = {"Read": "Read", "Edit": "Edit", "Write": "Write", "Grep": "Search", "Glob": "List", "Bash": "Run"}
+    verbs = {
+        "Read": "Read",
+        "Edit": "Edit",
+        "Write": "Write",
+        "Grep": "Search",
+        "Glob": "List",
+        "Bash": "Run",
+    }
     verb = verbs.get(tool, tool)
     if tool == "Bash" and target:
         return f"Run `{target}`"
-    return f"{verb} files in `{target}`" if target and target != "." else f"{verb} (repository root)" if target else verb
+    return (
+        f"{verb} files in `{target}`"
+        if target and target != "."
+        else f"{verb} (repository root)"
+        if target
+        else verb
+    )
 
 
 def signal_candidates(
@@ -364,7 +392,9 @@ def dead_end_candidates(pad: Scratchpad, task: str) -> list[Candidate]:
 
 
 def outcome_candidate(session: Session, pad: Scratchpad) -> Candidate | None:
-    label = (session.work_unit or {}).get("label") or " / ".join((session.work_unit or {}).get("hierarchy", []))
+    label = (session.work_unit or {}).get("label") or " / ".join(
+        (session.work_unit or {}).get("hierarchy", [])
+    )
     if not label:
         return None
     steps = session.steps or pad.step
@@ -529,7 +559,9 @@ def store(
     vectors = embed_cached(_embedding_texts(fresh), provider)
     kept: list[tuple[Candidate, np.ndarray]] = []
     for c, vector in zip(fresh, vectors, strict=True):
-        if any(float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type for k, v in kept):
+        if any(
+            float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type for k, v in kept
+        ):
             result.discarded += 1
             continue
         near = _nearest(project.id, c, vector, provider.model_id)
@@ -579,7 +611,9 @@ def _reinforce(memory_id: UUID, actor: Principal, session: Session | None, resul
     if memory_id in result.reinforced or memory_id in result.created:
         return
     memory = Memory.objects.get(id=memory_id)
-    memory_services.memory_reinforce(memory=memory, actor=actor, session_id=str(session.id) if session else None)
+    memory_services.memory_reinforce(
+        memory=memory, actor=actor, session_id=str(session.id) if session else None
+    )
     result.reinforced.append(memory_id)
 
 

@@ -55,7 +55,9 @@ def _path_arg(args: dict[str, Any]) -> str:
 def _stem(path: str) -> str:
     name = path.rsplit("/", 1)[-1]
     stem = name.split(".", 1)[0]
-    return stem if stem not in {"index", "__init__", "mod"} else path.rsplit("/", 2)[-2] if "/" in path else stem
+    return (
+        stem if stem not in {"index", "__init__", "mod"} else path.rsplit("/", 2)[-2] if "/" in path else stem
+    )
 
 
 def tool_key(tool: str, args: dict[str, Any]) -> str:
@@ -244,9 +246,9 @@ class Scratchpad:
                 return
             entry = self.files[path] = [0, 0, step, step, None, None]
             # import chase: a file the last read file imports, opened within a few steps
-            if self.last_imports and step - self.last_imports[1] <= CHASE_WITHIN:
-                if _stem(path) in self.last_imports[2] and len(self.chases) < MAX_LIST:
-                    self.chases.append([self.last_imports[0], path, step - self.last_imports[1]])
+            chased = self.last_imports and step - self.last_imports[1] <= CHASE_WITHIN
+            if chased and _stem(path) in self.last_imports[2] and len(self.chases) < MAX_LIST:
+                self.chases.append([self.last_imports[0], path, step - self.last_imports[1]])
             # glob-then-read: count reads of a glob's results
             pattern = self.glob_files.get(path)
             if pattern and pattern in self.globs:
@@ -265,6 +267,8 @@ class Scratchpad:
         self.recent = [r for r in self.recent if r[0] != path][-(COACCESS_WINDOW - 1) :] + [[path, step]]
         config = T.config_kind(path)
         is_test = T.is_test_file(path)
+        if self.last_edit and self.last_edit[0] != path:
+            self.last_edit[2] += 1
         if access == "read":
             entry[0] += 1
             if now is not None:
@@ -275,13 +279,11 @@ class Scratchpad:
                 self.test_read_step = step
         else:
             entry[1] += 1
-            if self.last_edit and self.last_edit[0] != path:
-                self.last_edit[2] += 1
             previous = entry[4]
-            if previous is not None and step - previous <= BACKTRACK_WITHIN and self.last_edit:
-                if self.last_edit[0] != path or self.last_edit[2] > 0:
-                    if len(self.backtracks) < MAX_LIST:
-                        self.backtracks.append([path, step - previous, self.last_edit[2]])
+            soon = previous is not None and step - previous <= BACKTRACK_WITHIN
+            other_work = self.last_edit is not None and (self.last_edit[0] != path or self.last_edit[2] > 0)
+            if soon and other_work and len(self.backtracks) < MAX_LIST:
+                self.backtracks.append([path, step - previous, self.last_edit[2]])
             entry[4] = step
             self.last_edit = [path, step, 0]
             if config:
@@ -332,7 +334,9 @@ class Scratchpad:
                 self.globs[call[0]] = [len(files), 0, call[1]]
                 for path in files:
                     if len(self.glob_files) < MAX_FILES:
-                        self.glob_files.setdefault(path.lstrip("./") if path.startswith("./") else path, call[0])
+                        self.glob_files.setdefault(
+                            path.lstrip("./") if path.startswith("./") else path, call[0]
+                        )
         elif tool == "Read" and call and call[2]:
             names = set()
             for match in _IMPORT_LINE.finditer(result[:20_000]):

@@ -34,7 +34,10 @@ def session_get(*, principal: Principal, session_id: str | UUID) -> Session:
     """The session if its project is visible to the principal (404 otherwise)."""
     as_id = _as_uuid(session_id)
     session = (
-        Session.objects.visible_to(principal).select_related("project", "project__organization").filter(id=as_id).first()
+        Session.objects.visible_to(principal)
+        .select_related("project", "project__organization")
+        .filter(id=as_id)
+        .first()
         if as_id
         else None
     )
@@ -85,7 +88,12 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
                 [str(session.project_id), modules, PREFETCH_MAX],
             )
             prefetch = [
-                {"file": key, "module": module, "share": round(share, 2), "tier": "always" if share > 0.8 else "often"}
+                {
+                    "file": key,
+                    "module": module,
+                    "share": round(share, 2),
+                    "tier": "always" if share > 0.8 else "often",
+                }
                 for key, module, share in cursor.fetchall()
             ]
     applicable = Memory.objects.applicable_in(session.project, principal).filter(deprecated=False)
@@ -97,7 +105,10 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
             principal=principal, project=session.project, query=session.task, files=files, phase=None,
             limit=3, types=["workflow_recipe"], rerank=False,
         )  # fmt: skip
-        recipes = [{"id": str(h.memory.id), "content": h.memory.content, "payload": h.memory.payload} for h in found.hits][:3]
+        recipes = [
+            {"id": str(h.memory.id), "content": h.memory.content, "payload": h.memory.payload}
+            for h in found.hits
+        ][:3]
     work_state = None
     if session.work_unit_key:
         previous = (
@@ -108,7 +119,11 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
             .order_by("-started_at")
             .first()
         )
-        state_memory = applicable.filter(type="work_state", work_unit_ref__hierarchy=session.work_unit.get("hierarchy")).order_by("-updated_at").first()
+        state_memory = (
+            applicable.filter(type="work_state", work_unit_ref__hierarchy=session.work_unit.get("hierarchy"))
+            .order_by("-updated_at")
+            .first()
+        )
         if state_memory is not None:
             work_state = {"memory_id": str(state_memory.id), "content": state_memory.content}
         elif previous is not None:
@@ -166,7 +181,11 @@ def step_injection(
     )
     files = files or pad.recent_files(5)
     if files:
-        found = list(applicable.filter(type__in=INJECTION_TYPES, related_files__overlap=files).order_by("-confidence")[:4])
+        found = list(
+            applicable.filter(type__in=INJECTION_TYPES, related_files__overlap=files).order_by("-confidence")[
+                :4
+            ]
+        )
         if found:
             injection_record(session=session, memory_ids=[m.id for m in found], notes_upto=pad.notes_injected)
             return _answer(step, "gotcha_injection", _format(found), found)
@@ -174,13 +193,20 @@ def step_injection(
         notes = pad.notes[pad.notes_injected :]
         injection_record(session=session, memory_ids=[], notes_upto=len(pad.notes))
         text = "SCRATCHPAD (this session):\n" + "\n".join(f"- [{n['type']}] {n['content']}" for n in notes)
-        return {"step": step, "injection": {"type": "scratchpad_reflection", "content": text, "memory_ids": []}}
+        return {
+            "step": step,
+            "injection": {"type": "scratchpad_reflection", "content": text, "memory_ids": []},
+        }
     for pattern in searches or pad.recent_searches():
         lexemes = [w for w in analyze(pattern).whole if len(w) > 2][:8]
         if not lexemes:
             continue
         query = " | ".join("'" + w.replace("'", "''") + "'" for w in lexemes)
-        known = applicable.extra(where=["search_vector @@ %s::tsquery"], params=[query]).order_by("-confidence").first()
+        known = (
+            applicable.extra(where=["search_vector @@ %s::tsquery"], params=[query])
+            .order_by("-confidence")
+            .first()
+        )
         if known is not None:
             injection_record(session=session, memory_ids=[known.id], notes_upto=pad.notes_injected)
             return _answer(step, "search_short_circuit", f"MEMORY CONTEXT: {known.content}", [known])
@@ -188,7 +214,10 @@ def step_injection(
 
 
 def _answer(step: int, kind: str, text: str, memories: list[Memory]) -> dict[str, Any]:
-    return {"step": step, "injection": {"type": kind, "content": text, "memory_ids": [str(m.id) for m in memories]}}
+    return {
+        "step": step,
+        "injection": {"type": kind, "content": text, "memory_ids": [str(m.id) for m in memories]},
+    }
 
 
 # ---------------------------------------------------------------- retrieval graph path

@@ -99,13 +99,19 @@ def _work_unit(methodology: str, work_unit: dict[str, Any] | None) -> tuple[dict
         return {}, "", ""
     ref = plugin.work_unit_ref(hierarchy, str(work_unit.get("label", "")))
     key = "/".join(ref["hierarchy"]) or ref["label"]
-    parallel = str(work_unit.get("parallel_group") or ("/".join(ref["hierarchy"][:-1]) if len(hierarchy) > 1 else ""))
+    parallel = str(
+        work_unit.get("parallel_group") or ("/".join(ref["hierarchy"][:-1]) if len(hierarchy) > 1 else "")
+    )
     return ref, key[:300], parallel[:300]
 
 
 def ab_group(session_id: UUID) -> str:
     """A stable split: 10% of sessions run without memory so its effect can be measured."""
-    return "control" if int(hashlib.blake2b(session_id.bytes, digest_size=2).hexdigest(), 16) % 10 == 0 else "memory"
+    return (
+        "control"
+        if int(hashlib.blake2b(session_id.bytes, digest_size=2).hexdigest(), 16) % 10 == 0
+        else "memory"
+    )
 
 
 def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) -> Session:
@@ -209,7 +215,9 @@ def _locked_open(session: Session) -> tuple[Session, Scratchpad]:
 
 
 @transaction.atomic
-def validation_record(*, session: Session, actor: Principal, passed: bool, work_unit: str, report: str) -> dict:
+def validation_record(
+    *, session: Session, actor: Principal, passed: bool, work_unit: str, report: str
+) -> dict:
     """A validation result. In a build with more than 5 work units, a passed unit promotes its
     explicit notes and self-corrections at once (seeds/000 §8 partial QA)."""
     locked, pad = _locked_open(session)
@@ -227,7 +235,9 @@ def validation_record(*, session: Session, actor: Principal, passed: bool, work_
 
 
 def _save_checkpoint(session: Session, pad: Scratchpad) -> None:
-    last = EventBatch.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
+    last = (
+        EventBatch.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
+    )
     _checkpoint(session, pad, last)
     session.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch", "promoted_memory_ids"])
     _remember(session, pad)
@@ -247,7 +257,12 @@ def _promote_incremental(session: Session, pad: Scratchpad, actor: Principal) ->
     for c in candidates:
         promotion.apply_trust(c, pad)
     promotion.store(
-        project=session.project, session=session, actor=actor, candidates=candidates, cap=gate.cap, result=result
+        project=session.project,
+        session=session,
+        actor=actor,
+        candidates=candidates,
+        cap=gate.cap,
+        result=result,
     )
     pad.promoted_keys.update(c.ident for c in candidates)
     session.promoted_memory_ids = [*session.promoted_memory_ids, *result.created]
@@ -302,13 +317,17 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
         if session.parallel_group:
             siblings = {
                 str(sid): files
-                for sid, files in Session.objects.filter(project=session.project, parallel_group=session.parallel_group)
+                for sid, files in Session.objects.filter(
+                    project=session.project, parallel_group=session.parallel_group
+                )
                 .exclude(id=session.id)
                 .values_list("id", "edited_files")
             }
             signals += parallel_conflicts(pad, siblings)
         # validation filter: a failed approach teaches only what is outcome-blind
-        counted = signals if validated is not False else [s for s in signals if s.kind in promotion.OUTCOME_BLIND]
+        counted = (
+            signals if validated is not False else [s for s in signals if s.kind in promotion.OUTCOME_BLIND]
+        )
         stats = promotion.update_stats(project_id=session.project_id, session=session, signals=counted)
         modules = list(dict.fromkeys(T.module_of(p) for p in pad.files))[:20]
         result.module_counts = promotion.update_module_stats(
@@ -339,7 +358,12 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
         for c in candidates:
             promotion.apply_trust(c, pad)
         promotion.store(
-            project=session.project, session=session, actor=actor, candidates=candidates, cap=gate.cap, result=result
+            project=session.project,
+            session=session,
+            actor=actor,
+            candidates=candidates,
+            cap=gate.cap,
+            result=result,
         )
         session.status = SessionStatus.COMPLETED
         session.finalized_at = timezone.now()
@@ -368,7 +392,9 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
                 enqueue("apps.observer.tasks.synthesize_module", str(session.project_id), module, count)
         project_id, sid = session.project_id, str(session.id)
         transaction.on_commit(
-            lambda: publish(project_id, "session.completed", {"session_id": sid, "created": len(result.created)})
+            lambda: publish(
+                project_id, "session.completed", {"session_id": sid, "created": len(result.created)}
+            )
         )
     forget(session.id)
     return result
@@ -410,7 +436,12 @@ def parse_git_log(text: str) -> list[list[str]]:
         if _COMMIT_LINE.match(line):
             current = []
             commits.append(current)
-        elif current is not None and not line.startswith("/") and ".." not in line.split("/") and len(line) <= 500:
+        elif (
+            current is not None
+            and not line.startswith("/")
+            and ".." not in line.split("/")
+            and len(line) <= 500
+        ):
             current.append(line)
     return [c for c in commits if c]
 

@@ -119,17 +119,28 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
 
     # 4 backtrack: a file edited again within a few steps after other work
     for path, between, seen in pad.backtracks:
-        signals.append(Signal("backtrack", path, 0, T.module_of(path), [path], {"steps_between": between, "files_seen": seen}))
+        signals.append(
+            Signal(
+                "backtrack",
+                path,
+                0,
+                T.module_of(path),
+                [path],
+                {"steps_between": between, "files_seen": seen},
+            )
+        )
 
     # 5 read-then-abandon: read, never edited, while the session edited elsewhere in its module
     for path in pad.read_only():
         entry = files[path]
         module = T.module_of(path)
-        went_to = entry[5] if entry[5] in edited else next(
-            (p for p in edited if T.module_of(p) == module), None
+        went_to = (
+            entry[5] if entry[5] in edited else next((p for p in edited if T.module_of(p) == module), None)
         )
         if went_to and module in edited_modules and not T.is_test_file(path) and not T.config_kind(path):
-            signals.append(Signal("read_abandon", path, entry[2], module, [path, went_to], {"went_to": went_to}))
+            signals.append(
+                Signal("read_abandon", path, entry[2], module, [path, went_to], {"went_to": went_to})
+            )
 
     # 6 repeated grep
     for pattern, (count, empty, first) in pad.greps.items():
@@ -159,7 +170,9 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
     }
     for path, seconds, step in pad.anomalies:
         if path in troubled:
-            signals.append(Signal("time_anomaly", path, step, T.module_of(path), [path], {"seconds": seconds}))
+            signals.append(
+                Signal("time_anomaly", path, step, T.module_of(path), [path], {"seconds": seconds})
+            )
 
     # 9 self-correction
     for step, kind, sentence, path in pad.corrections:
@@ -179,19 +192,37 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
     # 11 glob then ignore
     for pattern, (returned, read, step) in pad.globs.items():
         if returned >= 3 and read / returned < 0.1:
-            signals.append(Signal("glob_ignore", pattern, step, "", [], {"pattern": pattern, "returned": returned, "read": read}))
+            signals.append(
+                Signal(
+                    "glob_ignore",
+                    pattern,
+                    step,
+                    "",
+                    [],
+                    {"pattern": pattern, "returned": returned, "read": read},
+                )
+            )
 
     # 12 import chase
     for parent, child, steps_between in pad.chases:
         signals.append(
-            Signal("import_chase", f"{parent}\t{child}", 0, T.module_of(parent), [parent, child], {"steps": steps_between})
+            Signal(
+                "import_chase",
+                f"{parent}\t{child}",
+                0,
+                T.module_of(parent),
+                [parent, child],
+                {"steps": steps_between},
+            )
         )
 
     # 13 test order
     if pad.impl_files and (pad.test_files or pad.test_read_step is not None or pad.test_run_step is not None):
         module = T.module_of(pad.impl_files[0])
         first_test = min((s for s in (pad.test_read_step, pad.test_run_step) if s is not None), default=None)
-        test_first = first_test is not None and pad.impl_edit_step is not None and first_test < pad.impl_edit_step
+        test_first = (
+            first_test is not None and pad.impl_edit_step is not None and first_test < pad.impl_edit_step
+        )
         signals.append(
             Signal("test_order", module, 0, module, pad.test_files[:3] + pad.impl_files[:3],
                    {"test_first": test_first}, total=1 if test_first else 0)

@@ -62,7 +62,9 @@ CONFIG_NAMES = {
     "biome.json": "biome",
 }
 
-TEST_RUN = re.compile(r"\b(pytest|manage\.py test|npm (?:run )?test|yarn test|pnpm test|vitest|jest|go test|cargo test|mvn test|tox)\b")
+TEST_RUN = re.compile(
+    r"\b(pytest|manage\.py test|npm (?:run )?test|yarn test|pnpm test|vitest|jest|go test|cargo test|mvn test|tox)\b"
+)
 
 
 def strip_private(text: str) -> str:

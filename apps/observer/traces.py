@@ -13,7 +13,9 @@ class Trace:
     Each tool use is a step: a `tool_call`, its `tool_result`, and a `step_complete`.
     """
 
-    def __init__(self, *, start: datetime | None = None, seconds_per_step: float = 5.0, tokens: int = 0) -> None:
+    def __init__(
+        self, *, start: datetime | None = None, seconds_per_step: float = 5.0, tokens: int = 0
+    ) -> None:
         self.events: list[dict[str, Any]] = []
         self.seq = 0
         self.step = 0
@@ -26,14 +28,27 @@ class Trace:
         self.events.append({"seq": self.seq, **event})
         return self
 
-    def _tool(self, tool: str, args: dict[str, Any], result: str = "", *, error: bool = False, wait: float | None = None) -> Trace:
+    def _tool(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        result: str = "",
+        *,
+        error: bool = False,
+        wait: float | None = None,
+    ) -> Trace:
         self.step += 1
         self.clock += timedelta(seconds=self.seconds_per_step if wait is None else wait)
         ts = self.clock.isoformat()
         self._add(type="tool_call", step=self.step, tool=tool, args=args, ts=ts)
         self._add(type="tool_result", step=self.step, tool=tool, is_error=error, result=result)
         if self.tokens:
-            self._add(type="step_complete", step=self.step, input_tokens=self.tokens, output_tokens=self.tokens // 20)
+            self._add(
+                type="step_complete",
+                step=self.step,
+                input_tokens=self.tokens,
+                output_tokens=self.tokens // 20,
+            )
         return self
 
     def read(self, path: str, result: str = "", *, wait: float | None = None) -> Trace:
@@ -71,7 +86,9 @@ class Trace:
         return self._add(type="plan", step=self.step, planned_steps=steps)
 
     def tokens_used(self, input_tokens: int, output_tokens: int = 0) -> Trace:
-        return self._add(type="step_complete", step=self.step, input_tokens=input_tokens, output_tokens=output_tokens)
+        return self._add(
+            type="step_complete", step=self.step, input_tokens=input_tokens, output_tokens=output_tokens
+        )
 
     def commit(self, sha: str, files: list[str]) -> Trace:
         return self._add(type="commit", step=self.step, sha=sha, files=files)
