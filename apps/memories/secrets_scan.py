@@ -89,9 +89,12 @@ def _plugin_hits(text: str) -> list[tuple[str, str]]:
         for line in text.splitlines():
             for plugin in plugins:
                 try:
-                    values = list(plugin.analyze_string(line))
+                    # analyze_line, not analyze_string: the high-entropy plugins apply their
+                    # entropy limit there; analyze_string yields every quoted word.
+                    found = plugin.analyze_line(filename="memory.txt", line=line)
                 except Exception:  # a plugin's bug must not block storing the memory
                     continue
+                values = [s.secret_value for s in found if s.secret_value]
                 hits.extend((_kind_name(plugin), value) for value in values if len(value) >= 6)
     return hits
 

@@ -212,8 +212,8 @@ def _signal_candidate(
         d.update({k: v for k, v in stat.data.items() if v})
     elif kind == "test_order":
         share = stat.total / max(1, stat.session_count)
-        if 0.3 < share < 0.7:
-            return None  # no clear habit either way
+        if share < 0.7:
+            return None  # only a tests-first habit is worth telling the next agent
         d.update(module=signal.module, test_first_share=share)
     elif kind == "sequence":
         d["descriptions"] = [_describe(step) for step in d["steps"]]
@@ -469,7 +469,7 @@ def prefetch_candidates(*, project_id: UUID, modules: dict[str, int], minimum: i
 def apply_trust(candidate: Candidate, pad: Scratchpad) -> None:
     """seeds/004 §6 trust defense: anything that arose after external content is tainted."""
     first_external = pad.external[0][0] if pad.external else None
-    if first_external is not None and candidate.step and candidate.step > first_external:
+    if first_external is not None and candidate.step and candidate.step >= first_external:
         candidate.trust.append("after_external_content")
     if candidate.kind == "external_reference":
         candidate.trust.append("external_query")

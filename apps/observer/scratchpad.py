@@ -221,7 +221,10 @@ class Scratchpad:
             command = str(args.get("command", ""))
             if T.TEST_RUN.search(command) and self.test_run_step is None:
                 self.test_run_step = step
-        self.pending[tool] = self.pending.get(tool) if tool in SEARCH_TOOLS else [key, step, path]
+        if tool == "Bash":
+            self.pending[tool] = [key, step, str(args.get("command", "")).strip()[:200]]
+        elif tool not in SEARCH_TOOLS:
+            self.pending[tool] = [key, step, path]
 
     def _timing(self, now: float, step: int) -> None:
         if self.last_ts is not None:
@@ -321,7 +324,7 @@ class Scratchpad:
             fp, _, error_step = self.open_error
             entry = self.errors.get(fp)
             if entry is not None and not entry[4]:
-                entry[4] = (call[0] if call else tool)[:200]
+                entry[4] = ((call[2] if tool == "Bash" else call[0]) if call else tool)[:200]
                 entry[5] = max(0, step - error_step)
             self.open_error = None
         if tool == "Grep" and call:

@@ -130,9 +130,12 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
             )
         )
 
-    # 5 read-then-abandon: read, never edited, while the session edited elsewhere in its module
+    # 5 read-then-abandon: read again and again, never edited, while the session edited
+    # elsewhere in its module (seeds/004: count >= 2 and no edit)
     for path in pad.read_only():
         entry = files[path]
+        if entry[0] < 2:
+            continue
         module = T.module_of(path)
         went_to = (
             entry[5] if entry[5] in edited else next((p for p in edited if T.module_of(p) == module), None)

@@ -246,7 +246,10 @@ def test_errors_become_an_error_pattern_at_two_sessions_then_reinforce(agent):
     pattern.refresh_from_db()
     assert len(pattern.provenance_session_ids) == 2 and pattern.version == 2
     stat = PatternStat.objects.get(kind="error_retry")
-    assert stat.session_count == 3 and stat.data["resolved_by"].startswith("Bash:")
+    assert (
+        stat.session_count == 3
+        and stat.data["resolved_by"] == "DJANGO_SETTINGS_MODULE=shop.settings.test pytest"
+    )
 
 
 def test_coupling_and_prefetch_after_three_sessions(agent):

@@ -64,7 +64,10 @@ def test_error_retry_is_fingerprinted_without_user_paths_versions_or_times():
     trace.bash("DJANGO_SETTINGS_MODULE=shop.settings pytest", "3 passed")
     _, signals = signals_of(trace)
     (error,) = kinds(signals, "error_retry")
-    assert error.data["resolved_by"].startswith("Bash:") and error.data["steps_to_resolve"] == 1
+    assert (
+        error.data["resolved_by"] == "DJANGO_SETTINGS_MODULE=shop.settings pytest"
+        and error.data["steps_to_resolve"] == 1
+    )
     _, signals = signals_of(Trace().bash("pytest", "3 passed"))
     assert kinds(signals, "error_retry") == []
 
@@ -84,6 +87,10 @@ def test_read_abandon_when_the_agent_pivots_to_another_file_of_the_module():
     assert signal.key == "shop/orders/views.py" and signal.data["went_to"] == "shop/orders/api.py"
     _, signals = signals_of(Trace().read("shop/orders/views.py").edit("shop/orders/views.py"))
     assert kinds(signals, "read_abandon") == []
+    _, signals = signals_of(
+        Trace().read("shop/orders/views.py").read("shop/orders/api.py").edit("shop/orders/api.py")
+    )
+    assert kinds(signals, "read_abandon") == []  # read once for context: not abandoned
 
 
 def test_repeated_grep():
