@@ -145,7 +145,9 @@ class MemoryPatch(InputSchema):
     def something_to_change(self) -> MemoryPatch:
         if not self.model_fields_set:
             raise ValueError("send at least one field to change")
-        nulls = sorted(f for f in self.model_fields_set if getattr(self, f) is None and f not in _PATCH_NULLABLE)
+        nulls = sorted(
+            f for f in self.model_fields_set if getattr(self, f) is None and f not in _PATCH_NULLABLE
+        )
         if nulls:
             raise ValueError(f"these fields cannot be null: {', '.join(nulls)}")
         return self

@@ -78,15 +78,24 @@ def _kind_name(plugin) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+# A line can only hold something the plugins find if it has a long token, a secret-ish word
+# or credentials in a URL; the rest skip the plugins (they are slow: each scan resets their
+# settings caches).
+_MAYBE_SECRET = re.compile(
+    r"[A-Za-z0-9+/=_\-.]{16,}|pass|pwd|secret|key|token|auth|cred|bearer|BEGIN|://[^/\s]+@", re.IGNORECASE
+)
+
+
 def _plugin_hits(text: str) -> list[tuple[str, str]]:
     plugins = _detect_secrets_plugins()
-    if not plugins:
+    lines = [line for line in text.splitlines() if _MAYBE_SECRET.search(line)]
+    if not plugins or not lines:
         return []
     from detect_secrets.settings import default_settings
 
     hits: list[tuple[str, str]] = []
     with default_settings():
-        for line in text.splitlines():
+        for line in lines:
             for plugin in plugins:
                 try:
                     # analyze_line, not analyze_string: the high-entropy plugins apply their
@@ -99,8 +108,15 @@ def _plugin_hits(text: str) -> list[tuple[str, str]]:
     return hits
 
 
-def scan(text: str) -> ScanResult:
-    """`text` with every secret replaced by `[REDACTED:<kind>]`, and the kinds found."""
+def plugin_findings(texts: list[str]) -> list[tuple[str, str]]:
+    """The detect-secrets hits (kind, value) in all `texts` at once: pass them to `scan(found=)`
+    when scanning many strings, since each plugin pass has a fixed cost."""
+    return _plugin_hits("\n".join(t for t in texts if t))
+
+
+def scan(text: str, found: list[tuple[str, str]] | None = None) -> ScanResult:
+    """`text` with every secret replaced by `[REDACTED:<kind>]`, and the kinds found.
+    `found`: plugin hits computed beforehand by `plugin_findings` over this text (and others)."""
     if not text:
         return ScanResult(text=text or "")
     kinds: list[str] = []
@@ -114,7 +130,7 @@ def scan(text: str) -> ScanResult:
             return f"[REDACTED:{kind}]"
 
         text = pattern.sub(replace, text)
-    for kind, value in _plugin_hits(text):
+    for kind, value in _plugin_hits(text) if found is None else found:
         if "[REDACTED:" in value or value not in text:
             continue
         text = text.replace(value, f"[REDACTED:{kind}]")

@@ -56,21 +56,33 @@ _TEXT_FIELDS = {"content", "type", "tags", "related_files", "related_modules", "
 # ---------------------------------------------------------------- secrets
 
 
-def _scan_value(value: Any, kinds: set[str]) -> Any:
+def _strings(value: Any) -> Iterable[str]:
     if isinstance(value, str):
-        result = secrets_scan.scan(value)
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+
+
+def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        result = secrets_scan.scan(value, found=found)
         kinds.update(result.kinds)
         return result.text
     if isinstance(value, list):
-        return [_scan_value(v, kinds) for v in value]
+        return [_scan_value(v, kinds, found) for v in value]
     if isinstance(value, dict):
-        return {k: _scan_value(v, kinds) for k, v in value.items()}
+        return {k: _scan_value(v, kinds, found) for k, v in value.items()}
     return value
 
 
 def _redacted_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     kinds: set[str] = set()
-    clean = {name: _scan_value(value, kinds) for name, value in fields.items()}
+    found = secrets_scan.plugin_findings(list(_strings(list(fields.values()))))
+    clean = {name: _scan_value(value, kinds, found) for name, value in fields.items()}
     return clean, sorted(kinds)
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from ninja import Field, Query, Router, Status
+from ninja import Field, Query, Router, Schema, Status
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from apps.observer import selectors, services
@@ -16,7 +16,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import ApiError, error_response
-from memorysaas.schemas import InputSchema, OutputSchema
+from memorysaas.schemas import InputSchema, OutputSchema, _find_nul
 
 router = Router(tags=["observer"])
 MAX_EVENTS = 1000
@@ -89,7 +89,12 @@ class EventIn(BaseModel):
         return self
 
 
-class EventsIn(InputSchema):
+class EventsIn(Schema):
+    """Not an InputSchema: walking every event for NUL characters costs more than ingesting
+    them, so the view looks for an escaped NUL in the raw body first."""
+
+    model_config = ConfigDict(extra="forbid")
+
     events: list[dict[str, Any]] = Field(
         description=f"Up to {MAX_EVENTS} events, each with a client-side seq."
     )
@@ -238,6 +243,8 @@ def sessions_events(request, session_id: UUID, payload: EventsIn):
     """Append a batch (up to 1,000 events; 413 above). Idempotent by `seq`: a retried batch
     changes nothing. A batch with an invalid event is refused whole, with each bad item listed."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
+    if b"\\u0000" in request.body and (where := _find_nul(payload.events, "events")):
+        raise ApiError(422, f"{where} contains a NUL (\\u0000) character, which cannot be stored.")
     if len(payload.events) > MAX_EVENTS:
         raise ApiError(413, f"At most {MAX_EVENTS} events per batch.", code="batch_too_large",
                        details={"count": len(payload.events), "max": MAX_EVENTS})  # fmt: skip

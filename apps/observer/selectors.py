@@ -36,6 +36,7 @@ def session_get(*, principal: Principal, session_id: str | UUID) -> Session:
     session = (
         Session.objects.visible_to(principal)
         .select_related("project", "project__organization")
+        .defer("scratchpad")  # large; read only when this process has no fresh copy
         .filter(id=as_id)
         .first()
         if as_id

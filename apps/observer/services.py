@@ -164,7 +164,7 @@ def events_ingest(*, session: Session, events: list[dict[str, Any]]) -> dict[str
     """Append a validated batch. Events whose seq was already accepted are ignored, so posting
     the same batch twice leaves the same state. Returns counts."""
     with transaction.atomic():
-        locked = Session.objects.select_for_update().get(id=session.id)
+        locked = Session.objects.select_for_update().defer("scratchpad").get(id=session.id)
         if locked.status != SessionStatus.OPEN:
             raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
         pad = load_scratchpad(locked)

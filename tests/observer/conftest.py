@@ -46,5 +46,10 @@ class Agent:
 
 
 @pytest.fixture
-def agent(alice, api_client) -> Agent:
+def agent(alice, api_client, monkeypatch) -> Agent:
+    """Alice's agent. Its sessions all land in the memory group (the 10% control group is
+    random by session id; test_the_control_group_gets_no_memory covers it)."""
+    from apps.observer import services
+
+    monkeypatch.setattr(services, "ab_group", lambda session_id: "memory")
     return Agent(api_client(alice.key), str(alice.project.id))

@@ -12,6 +12,7 @@ from apps.observer.tasks import finalize_session
 from apps.observer.traces import Trace
 
 pytestmark = pytest.mark.django_db(transaction=False)
+REAL_AB_GROUP = services.ab_group  # before the agent fixture pins every session to "memory"
 
 
 def memories(**filters):
@@ -442,3 +443,25 @@ def test_work_unit_outcome_and_resume_work_state(agent):
         "spec_9",
         "subtask_2",
     ]
+
+
+def test_a_nul_character_in_an_event_is_a_422_and_stores_nothing(agent):
+    session = agent.open()
+    response = agent.client.post(
+        f"sessions/{session['id']}/events", {"events": [{"seq": 1, "type": "reasoning", "text": "a\x00b"}]}
+    )
+    assert response.status_code == 422 and "NUL" in response.json()["error"]["message"]
+    assert Session.objects.get(id=session["id"]).event_count == 0
+
+
+def test_the_control_group_gets_no_memory(agent, monkeypatch):
+    import uuid
+
+    groups = [REAL_AB_GROUP(uuid.uuid4()) for _ in range(2000)]
+    assert 0.05 < groups.count("control") / len(groups) < 0.15
+    monkeypatch.setattr(services, "ab_group", lambda session_id: "control")
+    session = agent.open(task="refunds", files=["shop/refunds.py"])
+    assert session["ab_group"] == "control" and session["start_context"]["prefetch"] == []
+    agent.send(session["id"], Trace().idle(6, "shop/refunds.py").note("gotcha", "refunds are async").events)
+    answer = agent.client.post(f"sessions/{session['id']}/step-injection", {"step": 7}).json()
+    assert answer == {"step": 7, "injection": None, "reason": "control_group"}

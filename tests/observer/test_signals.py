@@ -80,9 +80,8 @@ def test_backtrack_when_a_file_is_edited_again_soon_after_other_work():
 
 
 def test_read_abandon_when_the_agent_pivots_to_another_file_of_the_module():
-    _, signals = signals_of(
-        Trace().read("shop/orders/views.py").read("shop/orders/api.py").edit("shop/orders/api.py")
-    )
+    trace = Trace().read("shop/orders/views.py").read("shop/orders/views.py").read("shop/orders/api.py")
+    _, signals = signals_of(trace.edit("shop/orders/api.py"))
     (signal,) = kinds(signals, "read_abandon")
     assert signal.key == "shop/orders/views.py" and signal.data["went_to"] == "shop/orders/api.py"
     _, signals = signals_of(Trace().read("shop/orders/views.py").edit("shop/orders/views.py"))
