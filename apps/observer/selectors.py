@@ -54,6 +54,15 @@ def sessions_for(*, project: Project):
     return Session.objects.for_project(project).defer("scratchpad").order_by("-started_at")
 
 
+def session_in_project(*, project: Project, session_id: str | UUID) -> Session | None:
+    """One session of `project` (None when the id is malformed or belongs elsewhere); the
+    caller has resolved `project` inside the principal's scope."""
+    as_id = _as_uuid(session_id)
+    if as_id is None:
+        return None
+    return sessions_for(project=project).select_related("user", "api_key").filter(id=as_id).first()
+
+
 def session_notes(*, session_id: str, project: Project) -> list[dict[str, Any]]:
     """Explicit notes of a running session (record_memory events, MEMORY: lines): served by
     /context and step injection at once, long before any promotion."""

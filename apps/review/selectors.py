@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apps.memories.models import Memory, MemoryQuerySet, MemoryType
 from apps.memories.selectors import memories_visible
+from apps.observer.models import Session
 from apps.review import health
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -274,4 +275,106 @@ def workflow_recipes(*, principal: Principal, project: Project) -> MemoryQuerySe
         .select_related(*CARD_RELATED)
         .defer("embedding", "search_vector")
         .order_by("-updated_at")
+    )
+
+
+# ---------------------------------------------------------------- sessions
+
+
+@dataclass
+class SessionRow:
+    session: Session
+    promoted: int
+    needs_review: int
+
+
+def sessions_page(
+    *, principal: Principal, project: Project, page: int, per_page: int
+) -> tuple[list[SessionRow], bool]:
+    """One page of the project's sessions, newest first, each with how many memories it promoted
+    and how many of those still wait for review; and whether there is another page."""
+    from apps.observer.selectors import sessions_for
+
+    start = (page - 1) * per_page
+    rows = list(
+        sessions_for(project=project)
+        .select_related("user", "api_key")
+        .defer("report", "edited_files", "work_unit")
+        .order_by("-started_at", "-id")[start : start + per_page + 1]
+    )
+    has_next = len(rows) > per_page
+    rows = rows[:per_page]
+    promoted = {memory_id for row in rows for memory_id in row.promoted_memory_ids}
+    pending = (
+        set(
+            project_memories(principal=principal, project=project)
+            .filter(id__in=promoted, needs_review=True)
+            .values_list("id", flat=True)
+        )
+        if promoted
+        else set()
+    )
+    return [
+        SessionRow(
+            session=row,
+            promoted=len(set(row.promoted_memory_ids)),
+            needs_review=len(pending.intersection(row.promoted_memory_ids)),
+        )
+        for row in rows
+    ], has_next
+
+
+def session_in_project(*, project: Project, session_id: UUID | str) -> Session:
+    """A session of `project`; 404 otherwise (another tenant's session looks missing)."""
+    from apps.observer.selectors import session_in_project as find
+
+    session = find(project=project, session_id=session_id)
+    if session is None:
+        raise Http404("No such session.")
+    return session
+
+
+@dataclass
+class SessionReview:
+    """What a session-end review shows (seeds/000 §10): the memories injected into the session,
+    the new ones waiting for review, those that needed none (auto-confirmed) or were confirmed
+    since, existing memories the session reinforced, and new ones rejected since."""
+
+    applied: list[Memory]
+    pending: list[Memory]
+    settled: list[Memory]
+    reinforced: list[Memory]
+    rejected: list[Memory]
+    gone: int  # promoted, then deleted (or personal to someone else)
+
+
+def session_pending(*, principal: Principal, project: Project, session: Session) -> MemoryQuerySet:
+    """The live memories `session` promoted that still wait for review."""
+    return project_memories(principal=principal, project=project).filter(
+        id__in=session.promoted_memory_ids, needs_review=True
+    )
+
+
+def session_review(*, principal: Principal, project: Project, session: Session) -> SessionReview:
+    ids = {*session.injected_memory_ids, *session.promoted_memory_ids, *session.reinforced_memory_ids}
+    found = {
+        memory.id: memory
+        for memory in memories_visible(principal=principal, project=project)
+        .filter(id__in=ids)
+        .select_related(*CARD_RELATED)
+        .defer("embedding", "search_vector")
+    }
+
+    def listed(memory_ids) -> list[Memory]:
+        return [found[i] for i in dict.fromkeys(memory_ids) if i in found]
+
+    promoted = listed(session.promoted_memory_ids)
+    created = set(session.promoted_memory_ids)
+    return SessionReview(
+        applied=listed(session.injected_memory_ids),
+        pending=[m for m in promoted if m.needs_review and not m.deprecated],
+        settled=[m for m in promoted if not m.needs_review and not m.deprecated],
+        reinforced=[m for m in listed(session.reinforced_memory_ids) if m.id not in created],
+        rejected=[m for m in promoted if m.deprecated],
+        gone=len(created) - len(promoted),
     )

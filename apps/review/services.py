@@ -76,16 +76,56 @@ def memory_correct(
             memory=memory, actor=actor, kind=FeedbackKind.CORRECT, content=content, note=note_text
         )
         return CorrectionResult(memory, "corrected")
-    with transaction.atomic():
-        memory = memory_services.memory_feedback(
-            memory=memory, actor=actor, kind=FeedbackKind.FLAG, note=note_text
-        )
-        if not may_deprecate:
-            return CorrectionResult(memory, "flagged")
-        memory = memory_services.memory_update(
-            memory=memory, actor=actor, changes={"deprecated": True, "needs_review": False}, change=reason
-        )
+    return _flag_or_retire(
+        memory=memory, actor=actor, note=note_text, may_deprecate=may_deprecate, change=reason
+    )
+
+
+@transaction.atomic
+def _flag_or_retire(
+    *, memory: Memory, actor: Principal, note: str, may_deprecate: bool, change: str
+) -> CorrectionResult:
+    """A `flag` feedback (the trust rules count it); a reviewer also retires the memory."""
+    memory = memory_services.memory_feedback(memory=memory, actor=actor, kind=FeedbackKind.FLAG, note=note)
+    if not may_deprecate:
+        return CorrectionResult(memory, "flagged")
+    memory = memory_services.memory_update(
+        memory=memory, actor=actor, changes={"deprecated": True, "needs_review": False}, change=change
+    )
     return CorrectionResult(memory, "deprecated")
+
+
+def memory_reject(
+    *, memory: Memory, actor: Principal, may_deprecate: bool, note: str = ""
+) -> CorrectionResult:
+    """The session review's ✗. A reviewer retires the memory (deprecated: agents stop receiving
+    it, its history stays, `memory_restore` brings it back); anyone else flags it wrong for a
+    reviewer, as the correction dialog's "outdated" does."""
+    return _flag_or_retire(
+        memory=memory,
+        actor=actor,
+        note=f"[rejected] {note.strip()}".strip(),
+        may_deprecate=may_deprecate,
+        change="rejected",
+    )
+
+
+def memory_restore(*, memory: Memory, actor: Principal) -> Memory:
+    """Undo a rejection or deprecation: agents receive it again, after another review."""
+    return memory_services.memory_update(
+        memory=memory, actor=actor, changes={"deprecated": False, "needs_review": True}, change="restored"
+    )
+
+
+@transaction.atomic
+def memories_confirm_all(*, memories: Sequence[Memory], actor: Principal, session_id: str = "") -> int:
+    """Confirm each memory (verified, review cleared, a new version and a `confirm` feedback
+    naming the session), all or none. Returns how many."""
+    for memory in memories:
+        memory_services.memory_feedback(
+            memory=memory, actor=actor, kind=FeedbackKind.CONFIRM, session_id=session_id
+        )
+    return len(memories)
 
 
 def memory_pin_toggle(*, memory: Memory, actor: Principal) -> Memory:

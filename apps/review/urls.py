@@ -14,6 +14,13 @@ urlpatterns = [
     path(f"{M}correct/", views.memory_correct, name="memory_correct"),
     path(f"{M}pin/", views.memory_pin, name="memory_pin"),
     path(f"{M}delete/", views.memory_delete, name="memory_delete"),
+    path(f"{M}reject/", views.memory_reject, name="memory_reject"),
+    path(f"{M}restore/", views.memory_restore, name="memory_restore"),
+    path(f"{P}sessions/", views.sessions, name="sessions"),
+    path(f"{P}sessions/<uuid:session_id>/", views.session_review, name="session_review"),
+    path(
+        f"{P}sessions/<uuid:session_id>/confirm-all/", views.session_confirm_all, name="session_confirm_all"
+    ),
     path(f"{P}modules/", views.module_map, name="module_map"),
     path(f"{P}recipes/", views.recipes, name="recipes"),
     path(f"{P}recipes/new/", views.recipe_new, name="recipe_new"),

@@ -1,6 +1,6 @@
 """Dashboard pages of a project: the health dashboard (the project's home), the memory browser
-and a memory's page with its actions, the module map, workflow recipes, teach and import, ask,
-and connecting an agent.
+and a memory's page with its actions, agent sessions and their session-end review, the module
+map, workflow recipes, teach and import, ask, and connecting an agent.
 
 Every page resolves the project through `project_page` (outsiders get 404, too-low roles 403)
 and reads through `apps.review.selectors`; every write goes through services so history,
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.selectors import is_author
+from apps.observer.selectors import session_in_project
 from apps.review import health, selectors, services
 from apps.review.forms import (
     AskForm,
@@ -38,6 +39,8 @@ from apps.tenants.roles import Perm
 from memorysaas.errors import ApiError
 
 PER_PAGE = 30
+SESSIONS_PER_PAGE = 25
+MAX_PAGE = 10_000
 SEARCH_LIMIT = 40
 ASK_LIMIT = 8
 MODE_PATHS = {"hybrid": ("dense", "keyword", "graph"), "keyword": ("keyword",), "semantic": ("dense",)}
@@ -156,6 +159,7 @@ def memory_detail(request, project, memory_id):
     from apps.governance.selectors import disputes_for_memory
 
     memory = selectors.memory_in_project(principal=request.principal, project=project, memory_id=memory_id)
+    session = session_in_project(project=project, session_id=memory.session_id) if memory.session_id else None
     history = list(selectors.memory_history(memory))
     feedback = list(selectors.memory_feedback(memory)[:50])
     names = selectors.actor_names(
@@ -174,6 +178,7 @@ def memory_detail(request, project, memory_id):
                     "project__organization"
                 )[:20]
             ),
+            "session": session,
             "relations": list(memory.relations.select_related("target_memory")),
             "steps": sorted(memory.payload.get("steps", []), key=lambda s: s.get("order", 0))
             if memory.type == MemoryType.WORKFLOW_RECIPE
@@ -327,6 +332,99 @@ def memory_delete(request, project, memory_id):
     messages.success(request, message)
     target = _back(request, project, None)
     return redirect(target if str(memory_id) not in target else _url("memory_browser", project))
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_POST
+def memory_reject(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    result = services.memory_reject(
+        memory=memory,
+        actor=request.principal,
+        may_deprecate=_can(request, project, Perm.MEMORIES_REVIEW),
+        note=request.POST.get("note", "")[:2000],
+    )
+    text = {
+        "deprecated": "Rejected: agents no longer receive it. Restore brings it back.",
+        "flagged": "Flagged as wrong: a steward decides whether to retire it.",
+    }[result.outcome]
+    return _done(request, project, result.memory, text)
+
+
+@project_page(Perm.MEMORIES_REVIEW)
+@require_POST
+def memory_restore(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    if not memory.deprecated:
+        return _done(request, project, memory, "It is not retired: nothing to restore.")
+    memory = services.memory_restore(memory=memory, actor=request.principal)
+    return _done(request, project, memory, "Restored: agents receive it again once it is reviewed.")
+
+
+# ---------------------------------------------------------------- sessions
+
+
+def _page_number(request) -> int:
+    try:
+        return min(MAX_PAGE, max(1, int(request.GET.get("page", "1"))))
+    except ValueError:
+        return 1
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def sessions(request, project):
+    page = _page_number(request)
+    rows, has_next = selectors.sessions_page(
+        principal=request.principal, project=project, page=page, per_page=SESSIONS_PER_PAGE
+    )
+    return render(
+        request,
+        "review/sessions.html",
+        {"project": project, "rows": rows, "page": page, "has_next": has_next},
+    )
+
+
+def _session_review_page(request, project, session):
+    review = selectors.session_review(principal=request.principal, project=project, session=session)
+    return render(
+        request,
+        "review/session_review.html",
+        {
+            "project": project,
+            "session": session,
+            "review": review,
+            "can_write": _can(request, project, Perm.MEMORIES_WRITE),
+        },
+    )
+
+
+@project_page(Perm.MEMORIES_READ)
+@require_GET
+def session_review(request, project, session_id):
+    session = selectors.session_in_project(project=project, session_id=session_id)
+    return _session_review_page(request, project, session)
+
+
+@project_page(Perm.MEMORIES_WRITE)
+@require_POST
+def session_confirm_all(request, project, session_id):
+    session = selectors.session_in_project(project=project, session_id=session_id)
+    pending = list(selectors.session_pending(principal=request.principal, project=project, session=session))
+    count = services.memories_confirm_all(
+        memories=pending, actor=request.principal, session_id=str(session.id)
+    )
+    message = (
+        f"Confirmed {count} memor{'y' if count == 1 else 'ies'} from this session."
+        if count
+        else "Nothing from this session was waiting for review."
+    )
+    if request.htmx:
+        response = _session_review_page(request, project, session)
+        response["HX-Trigger-After-Settle"] = json.dumps({"toast": {"target": "body", "value": message}})
+        return response
+    messages.success(request, message)
+    return redirect(_url("session_review", project, session.id))
 
 
 # ---------------------------------------------------------------- module map

@@ -20,3 +20,8 @@ def review(world) -> None:
 @page_param("recipe_id")
 def _recipe_id(world):
     return world.recipe_a.id
+
+
+@page_param("session_id")
+def _session_id(world):
+    return world.session_a.id  # opened by tests/observer/isolation.py
