@@ -242,7 +242,6 @@ def sessions_get(request, session_id: UUID):
 def sessions_events(request, session_id: UUID, payload: EventsIn):
     """Append a batch (up to 1,000 events; 413 above). Idempotent by `seq`: a retried batch
     changes nothing. A batch with an invalid event is refused whole, with each bad item listed."""
-    session = _session(request, session_id, Perm.OBSERVER_WRITE)
     if b"\\u0000" in request.body and (where := _find_nul(payload.events, "events")):
         raise ApiError(422, f"{where} contains a NUL (\\u0000) character, which cannot be stored.")
     if len(payload.events) > MAX_EVENTS:
@@ -263,7 +262,7 @@ def sessions_events(request, session_id: UUID, payload: EventsIn):
     for event in events:
         if event.get("memory") is not None:
             event["memory"] = dict(event["memory"])
-    return services.events_ingest(session=session, events=events)
+    return services.events_ingest(session=session_id, events=events, principal=request.auth)
 
 
 @router.post("/sessions/{session_id}/validation", response=ValidationOut)

@@ -111,7 +111,8 @@ def _merge(signals: list[Signal]) -> list[Signal]:
 
 
 def update_stats(*, project_id: UUID, session: Session, signals: list[Signal]) -> dict[tuple[str, str], Stat]:
-    """Add this session to the frequency tables; one statement. Returns the updated rows."""
+    """Add this session to the frequency tables; one statement. Returns the updated rows (with
+    their merged `data` only where promotion reads it: error fingerprints' resolutions)."""
     if not signals:
         return {}
     rows = _merge(signals)
@@ -136,8 +137,8 @@ def update_stats(*, project_id: UUID, session: Session, signals: list[Signal]) -
                 data = p.data || EXCLUDED.data,
                 module = CASE WHEN EXCLUDED.module <> '' THEN EXCLUDED.module ELSE p.module END,
                 last_seen = now()
-            RETURNING kind, key, session_count, total, total2, directional, task_types, sessions, data,
-                      promoted_memory_id
+            RETURNING kind, key, session_count, total, total2, directional, task_types, sessions,
+                      CASE WHEN kind = 'error_retry' THEN data END, promoted_memory_id
             """,
             [
                 str(project_id),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.observer import text as T
-from apps.observer.scratchpad import Scratchpad
+from apps.observer.scratchpad import FILE_TOOLS, Scratchpad
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ SEQUENCE_LENGTH = 4
 OVERRUN_RATIO = 1.5
 TOKENS_PER_FILE_SPIKE = 20_000
 PEAK_TOKENS_SPIKE = 120_000
-MAX_PAIR_SIGNALS = 200
+MAX_PAIR_SIGNALS = 100
+EDIT_TOOLS = frozenset(tool for tool, access in FILE_TOOLS.items() if access == "edit")
 
 
 @dataclass
@@ -160,8 +161,8 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
         seen: set[str] = set()
         for i in range(len(seq) - SEQUENCE_LENGTH + 1):
             window = seq[i : i + SEQUENCE_LENGTH]
-            if len(set(window)) < 3:
-                continue
+            if len(set(window)) < 3 or not any(step.partition(":")[0] in EDIT_TOOLS for step in window):
+                continue  # a recipe changes something; read-only loops are not workflows
             key = " > ".join(window)
             if key not in seen:
                 seen.add(key)

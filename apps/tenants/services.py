@@ -237,7 +237,7 @@ def api_key_authenticate(raw: str) -> ApiKey | None:
     if not (prefix.isascii() and prefix.isalnum() and secret.isascii() and secret.isalnum()):
         return None
     api_key = (
-        ApiKey.objects.select_related("organization", "project", "created_by", "device__user")
+        ApiKey.objects.select_related("created_by", "device__user")
         .filter(prefix=prefix)
         .first()
     )

@@ -80,17 +80,24 @@ TEMPLATES = [
 def _database() -> dict:
     url = env_str("DATABASE_URL")
     if url:
-        return dj_database_url.parse(
-            url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True
-        )
-    from memorysaas.embedded_db import embedded_database
+        db = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True)
+    else:
+        from memorysaas.embedded_db import embedded_database
 
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        **embedded_database(),
-        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60),
-        "CONN_HEALTH_CHECKS": True,
-    }
+        db = {
+            "ENGINE": "django.db.backends.postgresql",
+            **embedded_database(),
+            "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60),
+            "CONN_HEALTH_CHECKS": True,
+        }
+    if env_bool("DB_POOL", False):  # set by memorysaas.asgi: the web server's connections come from a pool
+        db["OPTIONS"] = {
+            **db.get("OPTIONS", {}),
+            "pool": {"min_size": 2, "max_size": env_int("DB_POOL_MAX", 20)},
+        }
+        db["CONN_MAX_AGE"] = 0
+        db["CONN_HEALTH_CHECKS"] = False
+    return db
 
 
 DATABASES = {"default": _database()}

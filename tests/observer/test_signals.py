@@ -110,6 +110,13 @@ def test_tool_sequence_windows_only_from_successful_sessions():
     assert kinds(signals, "sequence") == []
 
 
+def test_tool_sequence_windows_must_change_something():
+    """Read-only loops (read, grep, read, run) are exploration, not a workflow to record."""
+    trace = Trace().read("shop/orders/a.py").grep("x").read("shop/cart/b.py").bash("pytest shop")
+    _, signals = signals_of(trace)
+    assert kinds(signals, "sequence") == []
+
+
 def _dwell(then_edit_again: bool) -> Trace:
     """Ten quick steps, then 15 minutes between reading core/engine.py and the next call."""
     trace = Trace(seconds_per_step=2).idle(11, "docs/a.md").read("core/engine.py")

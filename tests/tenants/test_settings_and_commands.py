@@ -7,6 +7,7 @@ import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
+from urllib.parse import quote
 
 from django.core.management import call_command
 
@@ -82,3 +83,71 @@ def test_the_readme_role_matrix_matches_the_code():
     assert set(rows) == set(PERMISSION_LABELS)
     for perm, allowed in rows.items():
         assert allowed == [perm in ROLE_PERMISSIONS[r] for r in ROLE_ORDER], perm
+
+
+_ASGI_REQUESTS = """
+import asyncio
+
+from asgiref.sync import sync_to_async
+from asgiref.testing import ApplicationCommunicator
+
+from memorysaas.asgi import application
+from django.db import connection
+
+
+def sessions():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+async def get(path):
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(b"host", b"127.0.0.1"), (b"authorization", b"Bearer msk_abcdefgh_" + b"x" * 40)], "client": ("127.0.0.1", 5000),
+             "server": ("127.0.0.1", 8000)}
+    app = ApplicationCommunicator(application, scope)
+    await app.send_input({"type": "http.request", "body": b""})
+    start = await app.receive_output(30)
+    await app.receive_output(30)
+    await app.wait(30)  # the request's end (connections handed back) runs after the body is sent
+    return start["status"]
+
+
+async def main():
+    before = await sync_to_async(sessions)()
+    statuses = [await get("/api/v1/me") for _ in range(8)]
+    after = await sync_to_async(sessions)()
+    print(statuses, "new_sessions", after - before)
+
+asyncio.run(main())
+"""
+
+
+def _test_database_url() -> str:
+    from django.db import connection
+
+    db = connection.settings_dict
+    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    return f"postgres://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
+
+
+def test_the_web_server_reuses_database_connections_across_requests(django_db_setup):
+    """Django runs each ASGI request's sync code in a thread of its own; without the pool that
+    `memorysaas.asgi` turns on, each request would open a new PostgreSQL connection. Eight
+    requests that each read the database (an unknown API key is looked up) through the real
+    ASGI application must not open eight connections."""
+    env = {k: v for k, v in os.environ.items() if k != "DB_POOL"}
+    result = subprocess.run(
+        [sys.executable, "-c", _ASGI_REQUESTS],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local", "DATABASE_URL": _test_database_url()},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    statuses, new = result.stdout.rsplit("new_sessions", 1)
+    assert statuses.strip() == str([401] * 8), result.stdout
+    assert int(new) <= 3, result.stdout
