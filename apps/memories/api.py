@@ -262,7 +262,9 @@ class PathRanks(OutputSchema):
 
 
 class ScoreParts(OutputSchema):
-    rrf: float
+    rrf: float  # weighted RRF (k=60), reported beside the score fusion that orders
+    fused: float  # score fusion: cosine + keyword and graph evidence, by query kind
+    cosine: float | None
     boost: float
     phase_weight: float
     source_trust: float
@@ -287,6 +289,7 @@ class SearchOut(OutputSchema):
     query_kind: str
     phase: str
     weights: dict[str, float]
+    rrf_weights: dict[str, float]
     results: list[SearchHit]
     candidates: dict[str, int]
     timings_ms: dict[str, float]
@@ -295,8 +298,8 @@ class SearchOut(OutputSchema):
 
 @router.post("/projects/{project_id}/search", response=SearchOut)
 def memories_search(request, project_id: UUID, payload: SearchIn):
-    """Hybrid search: dense + keyword + graph paths, weighted RRF, neighbourhood boost, phase,
-    trust, confidence and dispute weighting, rerank. Each result carries its rank in every path,
+    """Hybrid search: dense + keyword + graph paths, score fusion (weighted RRF reported beside
+    it), neighbourhood boost, phase, trust, confidence and dispute weighting, rerank. Each result carries its rank in every path,
     its score components and any boost reason; the response carries per-stage timings."""
     from apps.memories.search import search
 

@@ -1,5 +1,5 @@
 """The retrieval pipeline's pure stages (ARCHITECTURE §5, V5 §7): query-type detection, weighted
-RRF, the graph-neighbourhood boost, phase × trust × decayed confidence × dispute weighting and
+RRF (reported) and score fusion (ordering), the graph-neighbourhood boost, phase × trust × decayed confidence × dispute weighting and
 the local precision rerank. Plain data in, plain data out; no Django import.
 """
 
@@ -21,6 +21,18 @@ RRF_WEIGHTS: dict[str, dict[str, float]] = {
     "identifier": {"keyword": 0.5, "graph": 0.3, "dense": 0.2},
     "semantic": {"dense": 0.5, "keyword": 0.25, "graph": 0.25},
     "structural": {"graph": 0.6, "keyword": 0.25, "dense": 0.15},
+}
+
+# Stage 2 as the pipeline orders by it: score fusion. The dense cosine is the backbone; the
+# keyword path adds its BM25 relative to the query's best keyword hit (strongly only for
+# identifier queries, where exact names matter), the graph path adds its neighbour strength in
+# [0, 1]. Chosen by hand and checked on split halves of the dev set (README, benchmarks-memories):
+# RRF with k = 60 over the same paths lost to dense alone because it discards how sure each path
+# is; a convex-style sum of scores keeps it.
+FUSION_WEIGHTS: dict[str, dict[str, float]] = {
+    "identifier": {"dense": 1.0, "keyword": 0.25, "graph": 0.2},
+    "semantic": {"dense": 1.0, "keyword": 0.1, "graph": 0.2},
+    "structural": {"dense": 1.0, "keyword": 0.1, "graph": 0.2},
 }
 
 # V5 §7 stage 2b: the boost for positions 11–50 that neighbour the top 10's files.
@@ -73,6 +85,34 @@ def weighted_rrf(
             continue
         for rank, memory_id in enumerate(ids, start=1):
             scores[memory_id] = scores.get(memory_id, 0.0) + weight / (k + rank)
+    return scores
+
+
+def score_fusion(
+    *,
+    cosines: Mapping[str, float],
+    keyword: Mapping[str, float],
+    graph: Mapping[str, float],
+    weights: Mapping[str, float],
+) -> dict[str, float]:
+    """Σ weight_path × normalised score over every candidate any path found.
+
+    dense: the exact query–memory cosine (a candidate without a vector of this model gets the
+    lowest cosine seen); keyword: BM25 / the best BM25 of the query; graph: neighbour strength
+    in [0, 1]. A path with weight 0 (or switched off) contributes nothing.
+    """
+    ids = set(cosines) | set(keyword) | set(graph)
+    floor = min(cosines.values(), default=0.0)
+    best_keyword = max(keyword.values(), default=0.0)
+    w_dense, w_keyword, w_graph = (weights.get(p, 0.0) for p in ("dense", "keyword", "graph"))
+    scores = {}
+    for memory_id in ids:
+        score = w_dense * cosines.get(memory_id, floor) if w_dense else 0.0
+        if w_keyword and best_keyword > 0:
+            score += w_keyword * keyword.get(memory_id, 0.0) / best_keyword
+        if w_graph:
+            score += w_graph * min(max(graph.get(memory_id, 0.0), 0.0), 1.0)
+        scores[memory_id] = score
     return scores
 
 
@@ -151,40 +191,51 @@ def weighting(*, phase: str, memory_type: str, source: str, confidence: float, d
     )
 
 
+# Stage 3 applies phase × trust × decayed confidence × dispute as a prior, softly: the factor
+# spans about 0.3–2.1, which multiplied in full outweighs clear relevance gaps (a 0.5 vs 0.3
+# cosine); its fourth root keeps a 2× prior worth ~19 %.
+WEIGHT_EXPONENT = 0.25
+
+
+def weighted_score(relevance: float, factor: float) -> float:
+    return relevance * math.pow(max(factor, 0.0), WEIGHT_EXPONENT)
+
+
+_FILE_PATH = re.compile(r"(?<![\w/.])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b")
+
+
+def files_in_query(query: str) -> list[str]:
+    """File paths written in the query (`django/core/paginator.py`, `src/auth/tokens.ts`)."""
+    return list(dict.fromkeys(m.group(0).removeprefix("./") for m in _FILE_PATH.finditer(query)))
+
+
+def identifier_match(identifiers: Sequence[str], memory_lexemes: Sequence[str] | set[str]) -> float:
+    """Share of the query's identifiers (lower-cased, whole) that a memory holds verbatim."""
+    wanted = {i.lower() for i in identifiers}
+    if not wanted:
+        return 0.0
+    return len(wanted & set(memory_lexemes)) / len(wanted)
+
+
 @dataclass
 class RerankInput:
     memory_id: str
-    cosine: float | None  # exact query–memory cosine at full dimensions; None without a vector
-    keyword: float = 0.0  # BM25 relative to the query's best keyword hit, 0 when not found by it
-    graph: float = 0.0  # graph-path strength in [0, 1], 0 when not found by it
-    factor: float = 1.0  # phase × trust × decayed confidence × dispute
+    score: float  # the stage-3 score: fused relevance (+ boost) × the soft weighting
+    identifier_match: float = 0.0  # share of the query's identifiers the memory names verbatim
 
 
-# The local precision stage's blend: meaning first, exact terms next, graph evidence last.
-PRECISION_WEIGHTS = {"cosine": 1.0, "keyword": 0.5, "graph": 0.3}
-
-
-# How strongly the stage-3 product weighting carries into the precision order (a square root
-# keeps a 2× phase/trust difference from outweighing a clear relevance gap).
-FACTOR_EXPONENT = 0.5
+# The local precision stage's field-aware feature: naming every identifier of the query (in
+# citation, content, tags or files) is worth this much on the fused scale (cosine ≈ 0.2–0.8).
+IDENTIFIER_MATCH_WEIGHT = 0.05
 
 
 def local_precision_rerank(items: Sequence[RerankInput], *, keep: int) -> list[tuple[str, float]]:
-    """The no-API rerank stage: fuse the candidates' *scores* (not ranks) — exact cosine scaled
-    to the candidate set, BM25 relative to the best keyword hit, graph strength — then apply the
-    stage-3 weighting softly. Rank fusion flattens differences that scores keep: a memory that
-    is clearly closest in meaning, or the only one naming the identifier, stays on top.
+    """The no-API rerank stage over the head: the stage-3 score plus field-aware evidence that
+    the fused paths blur (a memory naming the query's exact identifiers, not only their parts).
+    No cross-encoder is available offline; this stage stays cheap and deterministic.
     Returns (id, score) best first, `keep` of them."""
-    if not items:
-        return []
-    cosines = [item.cosine for item in items if item.cosine is not None]
-    low, high = (min(cosines), max(cosines)) if cosines else (0.0, 1.0)
-    spread = (high - low) or 1.0
-    w = PRECISION_WEIGHTS
-    scored = []
-    for item in items:
-        closeness = 0.0 if item.cosine is None else (item.cosine - low) / spread
-        relevance = w["cosine"] * closeness + w["keyword"] * item.keyword + w["graph"] * item.graph
-        scored.append((item.memory_id, relevance * math.pow(max(item.factor, 0.0), FACTOR_EXPONENT)))
+    scored = [
+        (item.memory_id, item.score + IDENTIFIER_MATCH_WEIGHT * item.identifier_match) for item in items
+    ]
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored[:keep]

@@ -1,5 +1,10 @@
-"""The retrieval pipeline (ARCHITECTURE §5): candidates → weighted RRF → neighbourhood boost →
+"""The retrieval pipeline (ARCHITECTURE §5): candidates → fusion → neighbourhood boost →
 phase × trust × decayed confidence × dispute → rerank → (for /context) packing.
+
+Fusion orders by score fusion (dense cosine + keyword and graph evidence, weights by query kind;
+see fusion.FUSION_WEIGHTS for why not RRF) and reports weighted RRF (k=60) beside it. The graph
+path takes the files in play plus files named in the query; its neighbours come from the
+registered providers (apps.graph: depth-1 imports both ways; co-mention; co-access).
 
 `search()` is what the API, the dashboard and the benchmarks call; `build_context()` packs its
 results for an agent. Every query starts from the memories that apply in the project for the
@@ -25,7 +30,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.memories import fusion
-from apps.memories.codetokens import tsquery_any
+from apps.memories.codetokens import analyze_fields, tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
 from apps.memories.kinds import universal_phase
@@ -40,9 +45,9 @@ from apps.tenants.principal import Principal
 logger = logging.getLogger(__name__)
 
 DENSE_TOP = 30
-KEYWORD_TOP = 20
+KEYWORD_TOP = 50
 KEYWORD_POOL = 100
-GRAPH_TOP = 15
+GRAPH_TOP = 40
 RERANK_TOP = 20
 _WEIGHT_FIELDS = (
     "id", "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
@@ -79,6 +84,7 @@ class SearchResult:
     timings_ms: dict[str, float]
     reranker: str
     rankings: dict[str, list[str]] = field(default_factory=dict)
+    rrf_weights: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +92,7 @@ class SearchResult:
             "query_kind": self.query_kind,
             "phase": self.phase,
             "weights": self.weights,
+            "rrf_weights": self.rrf_weights,
             "results": [
                 {
                     "rank": hit.rank,
@@ -213,21 +220,34 @@ def keyword_path(
 
 
 def graph_path(
-    base: MemoryQuerySet, neighbours: dict[str, float], *, limit: int = GRAPH_TOP
+    base: MemoryQuerySet,
+    neighbours: dict[str, float],
+    *,
+    vector: np.ndarray | None = None,
+    model_id: str = "",
+    limit: int = GRAPH_TOP,
 ) -> list[tuple[str, float]]:
     """(id, strength) for memories attached to neighbours of the files in play: the closest
-    neighbour's weight plus a little for each further one."""
+    neighbour's weight plus a little for each further one, capped at 1. Among equally strong
+    ones (every depth-1 import neighbour weighs the same) the closest in meaning comes first,
+    when the query has a vector."""
     if not neighbours:
         return []
-    rows = base.filter(related_files__overlap=list(neighbours)).values_list(
-        "id", "related_files", "confidence"
-    )[:500]
+    rows = base.filter(related_files__overlap=list(neighbours))
+    closeness: dict[str, float] = {}
+    if vector is not None:
+        rows = rows.annotate(distance=_distance(vector, model_id))
+        found = list(rows.values_list("id", "related_files", "distance")[:500])
+        for memory_id, _, distance in found:
+            closeness[str(memory_id)] = 1.0 - float(distance) if distance is not None else -1.0
+    else:
+        found = [(*row, None) for row in rows.values_list("id", "related_files")[:500]]
     scored = []
-    for memory_id, files, confidence in rows:
+    for memory_id, files, _ in found:
         weights = sorted((neighbours[f] for f in files if f in neighbours), reverse=True)
-        strength = weights[0] + 0.1 * sum(weights[1:]) + 0.01 * confidence
+        strength = min(1.0, weights[0] + 0.1 * sum(weights[1:]))
         scored.append((str(memory_id), strength))
-    scored.sort(key=lambda pair: (-pair[1], pair[0]))
+    scored.sort(key=lambda pair: (-round(pair[1], 3), -closeness.get(pair[0], 0.0), pair[0]))
     return scored[:limit]
 
 
@@ -244,13 +264,14 @@ def _cohere_rerank(query: str, documents: list[str], keep: int) -> list[tuple[in
     return [(item.index, float(item.relevance_score)) for item in response.results]
 
 
-def _cosines(ids: Sequence[str], vector: np.ndarray | None, model_id: str) -> dict[str, float]:
-    if vector is None or not ids:
-        return {}
-    rows = Memory.objects.filter(
-        id__in=list(ids), embedding_model=model_id, embedding_dims=len(vector)
-    ).values_list("id", "embedding")
-    return {str(i): float(np.dot(np.asarray(e, dtype=np.float32), vector)) for i, e in rows if e is not None}
+def _distance(vector: np.ndarray, model_id: str) -> RawSQL:
+    """Cosine distance to `vector` for memories embedded by this model at its dimensions, else NULL."""
+    dims = int(len(vector))
+    return RawSQL(
+        f"CASE WHEN embedding_dims = %s AND embedding_model = %s THEN {distance_expr(dims)} END",
+        [dims, model_id, vector_literal(vector)],
+        output_field=FloatField(),
+    )
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -282,7 +303,10 @@ def search(
     files = [f.strip().removeprefix("./") for f in files if f and f.strip()]
     phase_name = universal_phase(phase)
     kind = query_kind or fusion.detect_query_kind(query, files)
-    weights = {p: w for p, w in fusion.RRF_WEIGHTS[kind].items() if p in paths}
+    weights = {p: w for p, w in fusion.FUSION_WEIGHTS[kind].items() if p in paths}
+    rrf_weights = {p: w for p, w in fusion.RRF_WEIGHTS[kind].items() if p in paths}
+    # Files named in the query ("… in django/core/paginator.py") are in play for the graph too.
+    graph_files = list(dict.fromkeys([*files, *fusion.files_in_query(query)]))
     base = memories_visible(principal=principal, project=project).active()
     if types:
         base = base.filter(type__in=list(types))
@@ -301,16 +325,29 @@ def search(
     if "keyword" in paths and query.strip():
         rankings["keyword"] = keyword_path(base, query, project)
         clock.lap("keyword")
-    if "graph" in paths and files:
-        neighbours, _origin = file_neighbours(project.id, files)
-        rankings["graph"] = graph_path(base, neighbours)
+    if "graph" in paths and graph_files:
+        neighbours, _origin = file_neighbours(project.id, graph_files)
+        rankings["graph"] = graph_path(base, neighbours, vector=vector, model_id=provider.model_id)
         clock.lap("graph")
 
     ranked_ids = {path: [i for i, _ in found] for path, found in rankings.items()}
-    fused = fusion.weighted_rrf(ranked_ids, weights)
-    ordered = sorted(fused, key=lambda i: (-fused[i], i))
-    info = {str(row["id"]): row for row in Memory.objects.filter(id__in=ordered).values(*_WEIGHT_FIELDS)}
-    ordered = [i for i in ordered if i in info]
+    candidates = list(dict.fromkeys(i for ids in ranked_ids.values() for i in ids))
+    rows = Memory.objects.filter(id__in=candidates)
+    if vector is not None:
+        rows = rows.annotate(distance=_distance(vector, provider.model_id))
+    info = {
+        str(row["id"]): row
+        for row in rows.values(*_WEIGHT_FIELDS, *(("distance",) if vector is not None else ()))
+    }
+    cosines = {i: 1.0 - float(row["distance"]) for i, row in info.items() if row.get("distance") is not None}
+    rrf = fusion.weighted_rrf(ranked_ids, rrf_weights)
+    fused = fusion.score_fusion(
+        cosines=cosines,
+        keyword=dict(rankings.get("keyword", [])),
+        graph=dict(rankings.get("graph", [])),
+        weights=weights,
+    )
+    ordered = sorted((i for i in fused if i in info), key=lambda i: (-fused[i], i))
     clock.lap("fuse")
 
     boosts: dict[str, fusion.Boost] = {}
@@ -326,7 +363,6 @@ def search(
 
     now = timezone.now()
     components: dict[str, dict[str, float | None]] = {}
-    w_factor: dict[str, float] = {}
     for memory_id in ordered:
         row = info[memory_id]
         boosted = fused[memory_id] + (boosts[memory_id].amount if memory_id in boosts else 0.0)
@@ -345,15 +381,16 @@ def search(
             confidence=confidence,
             disputed=row["disputed"],
         )
-        w_factor[memory_id] = w.factor
         components[memory_id] = {
-            "rrf": round(fused[memory_id], 6),
+            "rrf": round(rrf.get(memory_id, 0.0), 6),
+            "fused": round(fused[memory_id], 6),
+            "cosine": round(cosines[memory_id], 6) if memory_id in cosines else None,
             "boost": round(boosted - fused[memory_id], 6),
             "phase_weight": w.phase_weight,
             "source_trust": w.source_trust,
             "confidence": round(confidence, 4),
             "dispute": w.dispute,
-            "score": boosted * w.factor if weigh else boosted,
+            "score": fusion.weighted_score(boosted, w.factor) if weigh else boosted,
             "rerank": None,
         }
     ordered.sort(key=lambda i: (-float(components[i]["score"] or 0.0), i))
@@ -361,16 +398,7 @@ def search(
 
     reranker = "none"
     if rerank and ordered:
-        ordered, reranker = _rerank(
-            query,
-            ordered,
-            components,
-            vector=vector,
-            model_id=provider.model_id,
-            limit=limit,
-            path_scores={path: dict(found) for path, found in rankings.items()},
-            factors={i: (w_factor[i] if weigh else 1.0) for i in ordered},
-        )
+        ordered, reranker = _rerank(query, ordered, components, files=graph_files, limit=limit)
     clock.lap("rerank")
 
     final = ordered[:limit]
@@ -401,12 +429,8 @@ def search(
         timings_ms=clock.total(),
         reranker=reranker,
         rankings=ranked_ids,
+        rrf_weights=rrf_weights,
     )
-
-
-def _relative(scores: dict[str, float], memory_id: str) -> float:
-    best = max(scores.values(), default=0.0)
-    return scores.get(memory_id, 0.0) / best if best > 0 else 0.0
 
 
 def _rerank(
@@ -414,11 +438,8 @@ def _rerank(
     ordered: list[str],
     components: dict[str, dict[str, float | None]],
     *,
-    vector: np.ndarray | None,
-    model_id: str,
+    files: Sequence[str],
     limit: int,
-    path_scores: dict[str, dict[str, float]],
-    factors: dict[str, float],
 ) -> tuple[list[str], str]:
     """Rerank the top 20 (or `limit`, if larger) and keep them ahead of the rest."""
     head = ordered[: max(RERANK_TOP, limit)]
@@ -435,14 +456,21 @@ def _rerank(
                 components[head[index]]["rerank"] = round(relevance, 6)
             picked = [head[index] for index, _ in reranked]
             return picked + [i for i in head if i not in set(picked)] + tail, "cohere"
-    cosines = _cosines(head, vector, model_id)
+    identifiers = fusion.identifier_tokens(query, files)
+    lexemes: dict[str, set[str]] = {}
+    if identifiers:
+        fields = Memory.objects.filter(id__in=head).values_list(
+            "id", "citation_text", "content", "tags", "related_files"
+        )
+        for memory_id, citation_text, content, tags, related in fields:
+            lexemes[str(memory_id)] = set(
+                analyze_fields([citation_text, content, *(tags or ()), *(related or ())]).whole
+            )
     items = [
         fusion.RerankInput(
             memory_id=i,
-            cosine=cosines.get(i),
-            keyword=_relative(path_scores.get("keyword", {}), i),
-            graph=_relative(path_scores.get("graph", {}), i),
-            factor=float(factors[i]),
+            score=float(components[i]["score"] or 0.0),
+            identifier_match=fusion.identifier_match(identifiers, lexemes.get(i, ())),
         )
         for i in head
     ]

@@ -53,6 +53,24 @@ def test_eval_retrieval_prints_metrics_and_cleans_up(tmp_path, capsys):
     assert not Memory.objects.exists()
 
 
+def test_eval_indexes_the_codebase_with_its_package_prefix(tmp_path, monkeypatch, alice):
+    from apps.graph.selectors import file_paths, neighbour_files
+    from apps.memories.management.commands.eval_retrieval import _index_codebase
+
+    package = tmp_path / "evalpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "pager.py").write_text("class Pager:\n    pass\n")
+    (package / "views.py").write_text(
+        "from evalpkg.pager import Pager\n\n\ndef page():\n    return Pager()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = _index_codebase(alice.project, "evalpkg==1.0", None)
+    assert "indexed evalpkg" in message
+    assert "evalpkg/pager.py" in file_paths(project=alice.project)
+    assert "evalpkg/views.py" in neighbour_files(alice.project.id, ["evalpkg/pager.py"])
+
+
 def test_reembed_picks_up_other_models(alice, settings, capsys):
     memory = make_memory(alice)
     Memory.objects.filter(id=memory.id).update(embedding_model="old-model")

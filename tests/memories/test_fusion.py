@@ -53,12 +53,73 @@ def test_decay_and_weighting():
     assert w.factor == pytest.approx(1.5 * 1.4 * 0.5 * 0.8)
 
 
-def test_local_precision_rerank_fuses_scores_and_weighs_softly():
+def test_score_fusion_keeps_confidence_that_rank_fusion_flattens():
+    weights = {"dense": 1.0, "keyword": 0.25, "graph": 0.2}
+    scores = fusion.score_fusion(
+        cosines={"sure": 0.8, "middling": 0.45, "keyword-only": 0.1},
+        keyword={"middling": 2.0, "keyword-only": 8.0},
+        graph={"middling": 0.9},
+        weights=weights,
+    )
+    assert scores["sure"] == pytest.approx(0.8)
+    assert scores["middling"] == pytest.approx(0.45 + 0.25 * 2.0 / 8.0 + 0.2 * 0.9)
+    assert scores["keyword-only"] == pytest.approx(0.1 + 0.25)
+    assert max(scores, key=scores.get) == "sure"  # RRF would put "middling" (found by 3 paths) first
+    rrf = fusion.weighted_rrf(
+        {
+            "dense": ["sure", "middling", "keyword-only"],
+            "keyword": ["keyword-only", "middling"],
+            "graph": ["middling"],
+        },
+        weights,
+    )
+    assert max(rrf, key=rrf.get) == "middling"
+
+
+def test_score_fusion_without_vectors_or_paths():
+    # a candidate no vector of this model covers gets the lowest cosine seen, not a bonus
+    scores = fusion.score_fusion(
+        cosines={"a": 0.5, "b": 0.2}, keyword={"c": 1.0}, graph={}, weights={"dense": 1.0}
+    )
+    assert scores == {"a": 0.5, "b": 0.2, "c": 0.2}
+    assert fusion.score_fusion(
+        cosines={}, keyword={"x": 3.0, "y": 1.5}, graph={}, weights={"keyword": 1.0}
+    ) == {
+        "x": 1.0,
+        "y": 0.5,
+    }
+
+
+def test_files_in_query():
+    query = (
+        "Change which exceptions django/core/paginator.py throws (see ./src/auth/tokens.ts, not 3.5 or a/b)"
+    )
+    assert fusion.files_in_query(query) == ["django/core/paginator.py", "src/auth/tokens.ts"]
+    assert fusion.files_in_query("records come back without their ids") == []
+
+
+def test_weighted_score_is_a_soft_prior():
+    assert fusion.weighted_score(0.5, 1.0) == 0.5
+    assert fusion.weighted_score(0.5, 16.0) == pytest.approx(1.0)  # fourth root
+    assert fusion.weighted_score(0.5, 2.0) < 0.5 * 2.0
+    # a clear relevance gap survives a 2x prior against it
+    assert fusion.weighted_score(0.6, 0.6) > fusion.weighted_score(0.4, 1.2)
+
+
+def test_identifier_match_counts_whole_identifiers():
+    assert (
+        fusion.identifier_match(["select_for_update", "QuerySet"], {"select_for_update", "queryset"}) == 1.0
+    )
+    assert fusion.identifier_match(["select_for_update", "QuerySet"], {"select", "update", "queryset"}) == 0.5
+    assert fusion.identifier_match([], {"x"}) == 0.0
+
+
+def test_local_precision_rerank_adds_identifier_evidence_to_the_score():
     items = [
-        fusion.RerankInput("keyword-only", cosine=0.1, keyword=1.0),
-        fusion.RerankInput("close", cosine=0.8, keyword=0.2),
-        fusion.RerankInput("far", cosine=0.05),
-        fusion.RerankInput("close-but-distrusted", cosine=0.8, keyword=0.2, factor=0.25),
+        fusion.RerankInput("close", score=0.62),
+        fusion.RerankInput("names-it", score=0.60, identifier_match=1.0),
+        fusion.RerankInput("far", score=0.2, identifier_match=1.0),
     ]
-    ranked = [i for i, _ in fusion.local_precision_rerank(items, keep=3)]
-    assert ranked == ["close", "keyword-only", "close-but-distrusted"]
+    ranked = fusion.local_precision_rerank(items, keep=2)
+    assert [i for i, _ in ranked] == ["names-it", "close"]
+    assert ranked[0][1] == pytest.approx(0.60 + fusion.IDENTIFIER_MATCH_WEIGHT)

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from apps.memories import services
+from apps.memories import fusion, services
 from apps.memories.models import Memory
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
 from apps.memories.search import search
@@ -57,35 +57,65 @@ def test_search_api_reports_ranks_components_and_timings(alice, corpus, api_clie
     )
     assert response.status_code == 200, response.content
     body = response.json()
-    assert body["query_kind"] == "identifier" and body["weights"]["keyword"] == 0.5
+    assert body["query_kind"] == "identifier" and body["weights"] == fusion.FUSION_WEIGHTS["identifier"]
     top = body["results"][0]
     assert top["memory"]["id"] == str(corpus["jwt"].id)
     assert set(top["ranks"]) == {"dense", "keyword", "graph"}
-    assert {"rrf", "phase_weight", "source_trust", "confidence", "dispute", "score", "rerank"} <= set(
-        top["components"]
-    )
+    assert {
+        "rrf",
+        "fused",
+        "cosine",
+        "phase_weight",
+        "source_trust",
+        "confidence",
+        "dispute",
+        "score",
+        "rerank",
+    } <= set(top["components"])
     assert {"embed", "dense", "keyword", "fuse", "rerank", "total"} <= set(body["timings_ms"])
     assert body["reranker"] == "local"
+
+
+def _search_with_provider(provider, alice, **kwargs):
+    register_neighbour_provider(provider)
+    try:
+        return search(principal=alice.principal, project=alice.project, **kwargs)
+    finally:
+        unregister_neighbour_provider(provider)
 
 
 def test_graph_path_finds_memories_on_neighbouring_files(alice, corpus):
     def imports(project_id, files):
         return {"views/list.py": 1.0} if "core/paginator.py" in files else {}
 
-    register_neighbour_provider(imports)
-    try:
-        result = search(
-            principal=alice.principal,
-            project=alice.project,
-            query="change what core/paginator.py raises",
-            files=["core/paginator.py"],
-            limit=4,
-        )
-    finally:
-        unregister_neighbour_provider(imports)
+    result = _search_with_provider(
+        imports, alice, query="change what core/paginator.py raises", files=["core/paginator.py"], limit=4
+    )
     by_id = {hit.memory.id: hit for hit in result.hits}
     assert result.query_kind == "structural"
     assert by_id[corpus["views"].id].ranks["graph"] == 1
+
+
+def test_graph_path_takes_files_named_in_the_query_and_orders_by_closeness(alice, corpus):
+    near = make_memory(
+        alice,
+        content="List views build their page with the paginator, page by page.",
+        related_files=["views/list.py"],
+    )
+    seen: list[list[str]] = []
+
+    def imports(project_id, files):
+        seen.append(list(files))
+        return {"views/list.py": 0.9} if "core/paginator.py" in files else {}
+
+    query = "List views build their page with the paginator, page by page; see core/paginator.py"
+    result = _search_with_provider(imports, alice, query=query, limit=5)
+    assert seen and "core/paginator.py" in seen[0]
+    graph = result.rankings["graph"]
+    assert set(graph) == {str(near.id), str(corpus["views"].id)}
+    assert graph[0] == str(near.id)  # equally strong neighbours: the closer in meaning first
+    hit = next(h for h in result.hits if h.memory.id == near.id)
+    assert hit.components["fused"] > hit.components["cosine"]  # the graph evidence was added
 
 
 def test_dispute_penalty_and_stale_flag(alice, corpus):

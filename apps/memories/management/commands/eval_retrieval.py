@@ -62,8 +62,10 @@ def _index_codebase(project: Project, codebase: str, out) -> str:
     package = codebase.split("==")[0]
     root = Path(importlib.import_module(package).__file__).parent.parent
     started = time.perf_counter()
-    index_directory(project, str(root / package))
-    return f"indexed {package} from {root} in {time.perf_counter() - started:.1f}s"
+    # Index from the package's parent with `include`, so graph paths carry the package prefix
+    # (`django/db/models/query.py`) exactly as the memories' related_files do.
+    result = index_directory(project, str(root), include=[package])
+    return f"indexed {package} ({result.files} files, {result.edges} edges) from {root} in {time.perf_counter() - started:.1f}s"
 
 
 class Command(BaseCommand):
