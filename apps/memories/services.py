@@ -79,9 +79,14 @@ def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]]) -> An
     return value
 
 
-def _redacted_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _redacted_fields(
+    fields: dict[str, Any], found: list[tuple[str, str]] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """`found`: the detect-secrets hits over these fields (and maybe others), computed once for
+    a whole batch; computed here when not given."""
     kinds: set[str] = set()
-    found = secrets_scan.plugin_findings(list(_strings(list(fields.values()))))
+    if found is None:
+        found = secrets_scan.plugin_findings(list(_strings(list(fields.values()))))
     clean = {name: _scan_value(value, kinds, found) for name, value in fields.items()}
     return clean, sorted(kinds)
 
@@ -239,26 +244,31 @@ def _announce(project_id: UUID, event: str, memory_ids: Sequence[UUID]) -> None:
 # ---------------------------------------------------------------- create
 
 
-def _build(project: Project, actor: Principal, draft: MemoryDraft) -> tuple[Memory, list[RelationDraft]]:
+def _draft_fields(draft: MemoryDraft) -> dict[str, Any]:
+    """The fields of a draft that are stored as written, and so scanned for secrets."""
+    return {
+        "content": draft.content,
+        "citation_text": draft.citation(),
+        "tags": draft.tags,
+        "related_files": draft.related_files,
+        "related_modules": draft.related_modules,
+        "payload": draft.payload,
+        "context_prefix": draft.context_prefix,
+        "commit_sha": draft.commit_sha,
+        "work_unit_ref": draft.work_unit_ref.model_dump() if draft.work_unit_ref else None,
+    }
+
+
+def _build(
+    project: Project, actor: Principal, draft: MemoryDraft, found: list[tuple[str, str]] | None = None
+) -> tuple[Memory, list[RelationDraft]]:
     scope = draft.scope.value
     owner = actor.user if actor.user is not None and actor.user.pk else None
     if scope == MemoryScope.PERSONAL and owner is None:
         raise Invalid("A personal memory needs a person behind the request.", details={"field": "scope"})
     if scope == MemoryScope.TEAM and project.team_id is None:
         raise Invalid("Team scope needs a project that belongs to a team.", details={"field": "scope"})
-    fields, kinds = _redacted_fields(
-        {
-            "content": draft.content,
-            "citation_text": draft.citation(),
-            "tags": draft.tags,
-            "related_files": draft.related_files,
-            "related_modules": draft.related_modules,
-            "payload": draft.payload,
-            "context_prefix": draft.context_prefix,
-            "commit_sha": draft.commit_sha,
-            "work_unit_ref": draft.work_unit_ref.model_dump() if draft.work_unit_ref else None,
-        }
-    )
+    fields, kinds = _redacted_fields(_draft_fields(draft), found)
     if kinds and fields["citation_text"] != draft.citation_text:
         fields["citation_text"] = short_citation(fields["citation_text"])
     sessions = list(
@@ -335,7 +345,11 @@ def memories_create_batch(
 
     if len(drafts) > MAX_BATCH:
         raise Invalid(f"At most {MAX_BATCH} memories per batch.", details={"count": len(drafts)})
-    pairs = [_build(project, actor, draft) for draft in drafts]
+    # one detect-secrets pass for the whole batch: each pass has a fixed cost (its settings reset)
+    found = secrets_scan.plugin_findings(
+        [t for d in drafts for t in _strings(list(_draft_fields(d).values()))]
+    )
+    pairs = [_build(project, actor, draft, found) for draft in drafts]
     if vectors is not None:
         _attach_vectors([memory for memory, _ in pairs], vectors)
     memories = Memory.objects.bulk_create([memory for memory, _ in pairs], batch_size=500)

@@ -496,22 +496,43 @@ def _embedding_texts(candidates: list[Candidate]) -> list[str]:
     ]
 
 
-def _nearest(project_id: UUID, candidate: Candidate, vector: np.ndarray, model_id: str) -> UUID | None:
-    dims = len(vector)
-    literal = vector_literal(vector)
+def _nearest(
+    project_id: UUID, candidates: list[Candidate], vectors: list[np.ndarray], model_id: str
+) -> list[UUID | None]:
+    """For each candidate, the stored memory of its type closer than the novelty threshold, if
+    any: one statement for all of them (a lateral top-1 per candidate, each through the index)."""
+    if not candidates:
+        return []
+    dims = len(vectors[0])
     with connection.cursor() as cursor:
         set_search_params(cursor)
         cursor.execute(
             f"""
-            SELECT id, 1 - {distance_expr(dims)} FROM memories_memory
-            WHERE project_id = %s AND type = %s AND deprecated = false
-              AND embedding_dims = %s AND embedding_model = %s
-            ORDER BY {distance_expr(dims)} LIMIT 1
+            SELECT c.i, m.id, m.similarity
+            FROM unnest(%s::int[], %s::text[], %s::text[]) AS c(i, type, vector)
+            CROSS JOIN LATERAL (
+                SELECT id, 1 - {distance_expr(dims).replace("%s", "c.vector")} AS similarity
+                FROM memories_memory
+                WHERE project_id = %s AND type = c.type AND deprecated = false
+                  AND embedding_dims = %s AND embedding_model = %s
+                ORDER BY {distance_expr(dims).replace("%s", "c.vector")} LIMIT 1
+            ) m
             """,
-            [literal, str(project_id), candidate.memory_type, dims, model_id, literal],
+            [
+                list(range(len(candidates))),
+                [c.memory_type for c in candidates],
+                [vector_literal(v) for v in vectors],
+                str(project_id),
+                dims,
+                model_id,
+            ],
         )
-        row = cursor.fetchone()
-    return row[0] if row and row[1] >= NOVELTY_THRESHOLD else None
+        rows = cursor.fetchall()
+    near: list[UUID | None] = [None] * len(candidates)
+    for i, memory_id, similarity in rows:
+        if similarity >= NOVELTY_THRESHOLD:
+            near[i] = memory_id
+    return near
 
 
 def store(
@@ -559,13 +580,13 @@ def store(
     provider = get_provider()
     vectors = embed_cached(_embedding_texts(fresh), provider)
     kept: list[tuple[Candidate, np.ndarray]] = []
-    for c, vector in zip(fresh, vectors, strict=True):
+    nearest = _nearest(project.id, fresh, vectors, provider.model_id)
+    for c, vector, near in zip(fresh, vectors, nearest, strict=True):
         if any(
             float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type for k, v in kept
         ):
             result.discarded += 1
             continue
-        near = _nearest(project.id, c, vector, provider.model_id)
         if near is not None:
             _reinforce(near, actor, session, result)
             continue
