@@ -26,12 +26,14 @@ def test_member_opens_steward_resolves_through_the_pages(
     steward = person_with_role(Role.STEWARD)
     base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
     as_bob = _client(session_client, bob)
-    assert "Open dispute" in as_bob.get(f"{base}/memories/{memory.id}/dispute/").content.decode()
+    form = as_bob.get(f"{base}/memories/{memory.id}/dispute/").content.decode()
+    assert "Open dispute" in form and f'href="{base}/memories/{memory.id}/"' in form
     response = as_bob.post(f"{base}/memories/{memory.id}/dispute/", {"reason": "It does not, since v2."})
     dispute = Dispute.objects.get()
     assert response.status_code == 302 and response["Location"] == f"{base}/disputes/{dispute.id}/"
     page = as_bob.get(response["Location"]).content.decode()
     assert 'data-testid="disputed-badge"' in page and "It does not, since v2." in page
+    assert f'href="{base}/memories/{memory.id}/"' in page
     assert "Resolve dispute" not in page
 
     as_steward = _client(session_client, steward)

@@ -25,6 +25,7 @@ def test_the_module_map_links_each_module_to_the_filtered_browser(alice, signed_
     assert f'href="{base}/memories/?module=auth"' in page and f'href="{base}/memories/?module=web"' in page
     assert "<strong>2</strong> memories" in page and "1 need review" in page and "1 E2E observation" in page
     assert "Index the repository" in page  # no graph yet: counts only
+    assert "live-memory from:body" in page and "live-graph from:body" in page
 
 
 def test_the_module_map_shows_file_coverage_once_the_graph_knows_the_files(alice, signed_in, base):
