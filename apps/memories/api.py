@@ -253,6 +253,7 @@ class SearchIn(InputSchema):
     query_kind: QueryKind | None = Field(None, description="Override the detected query type.")
     types: list[MemoryType] | None = None
     rerank: bool = True
+    hyde: bool = Field(True, description="Allow HyDE (runs only when an LLM is configured).")
 
 
 class PathRanks(OutputSchema):
@@ -284,6 +285,13 @@ class SearchHit(OutputSchema):
     citation: str
 
 
+class HydeInfo(OutputSchema):
+    ran: bool  # a hypothetical answer's embedding was averaged into the dense query
+    # ran | cached | not_configured | disabled | skipped_kind | failed | cooldown | not_run
+    status: str
+    hypothetical: str | None
+
+
 class SearchOut(OutputSchema):
     query: str
     query_kind: str
@@ -294,6 +302,7 @@ class SearchOut(OutputSchema):
     candidates: dict[str, int]
     timings_ms: dict[str, float]
     reranker: str
+    hyde: HydeInfo
 
 
 @router.post("/projects/{project_id}/search", response=SearchOut)
@@ -314,6 +323,7 @@ def memories_search(request, project_id: UUID, payload: SearchIn):
         query_kind=payload.query_kind,
         types=[t.value for t in payload.types] if payload.types else None,
         rerank=payload.rerank,
+        use_hyde=payload.hyde,
     )
     return result.as_dict()
 

@@ -6,6 +6,9 @@ see fusion.FUSION_WEIGHTS for why not RRF) and reports weighted RRF (k=60) besid
 path takes the files in play plus files named in the query; its neighbours come from the
 registered providers (apps.graph: depth-1 imports both ways; co-mention; co-access).
 
+HyDE (hyde.py): when an LLM is configured, a semantic query's dense vector is the mean of its
+own and a hypothetical answer's embedding; the `hyde` timing and diagnostics say whether it ran.
+
 `search()` is what the API, the dashboard and the benchmarks call; `build_context()` packs its
 results for an agent. Every query starts from the memories that apply in the project for the
 principal (`memories_visible`), so a tenant filter is part of each path's SQL, and the dense
@@ -29,7 +32,7 @@ from django.db.models import BooleanField, FloatField, IntegerField, QuerySet, T
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from apps.memories import fusion
+from apps.memories import fusion, hyde
 from apps.memories.codetokens import analyze_fields, tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
@@ -85,6 +88,7 @@ class SearchResult:
     reranker: str
     rankings: dict[str, list[str]] = field(default_factory=dict)
     rrf_weights: dict[str, float] = field(default_factory=dict)
+    hyde: dict[str, Any] = field(default_factory=lambda: hyde.Outcome("not_run").as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +112,7 @@ class SearchResult:
             "candidates": self.candidates,
             "timings_ms": self.timings_ms,
             "reranker": self.reranker,
+            "hyde": self.hyde,
         }
 
 
@@ -292,10 +297,12 @@ def search(
     paths: Sequence[str] = fusion.PATHS,
     boost: bool = True,
     weigh: bool = True,
+    use_hyde: bool = True,
 ) -> SearchResult:
     """Rank the memories that apply in `project` for `principal` against `query` and `files`.
 
-    `paths`, `boost`, `weigh` and `rerank` switch stages off (the evaluation compares them).
+    `paths`, `boost`, `weigh`, `rerank` and `use_hyde` switch stages off (the evaluation and the
+    benchmarks compare them).
     """
     from apps.memories.embeddings import embed_query, get_provider
 
@@ -317,9 +324,14 @@ def search(
     provider = get_provider()
     vector = None
     rankings: dict[str, list[tuple[str, float]]] = {}
+    hyde_outcome = hyde.Outcome("not_run")
     if "dense" in paths and query.strip():
         vector = embed_query(query_embedding_text(query), provider)
         clock.lap("embed")
+        hyde_outcome = hyde.hypothetical(query, kind) if use_hyde else hyde.Outcome("disabled")
+        if hyde_outcome.text:
+            vector = hyde.combine(vector, embed_query(hyde_outcome.text, provider))
+        clock.lap("hyde")
         rankings["dense"] = dense_path(base, vector, model_id=provider.model_id)
         clock.lap("dense")
     if "keyword" in paths and query.strip():
@@ -430,6 +442,7 @@ def search(
         reranker=reranker,
         rankings=ranked_ids,
         rrf_weights=rrf_weights,
+        hyde=hyde_outcome.as_dict(),
     )
 
 

@@ -78,11 +78,9 @@ def _llm_candidates(
         '"confidence": 0.0-1.0}]}'
     )  # fmt: skip
     try:
-        from openai import OpenAI
+        from memorysaas.llm import chat_client
 
-        client = OpenAI(
-            api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, timeout=20.0, max_retries=0
-        )
+        client = chat_client(timeout=20.0)
         response = client.chat.completions.create(
             model=settings.OPENAI_CHAT_MODEL,
             messages=[{"role": "user", "content": prompt}],

@@ -133,11 +133,9 @@ def rewrite(drafts: list[dict[str, Any]]) -> tuple[list[str | None], bool]:
     if not settings.OPENAI_API_KEY or not drafts:
         return [None] * len(drafts), False
     try:
-        from openai import OpenAI
+        from memorysaas.llm import chat_client
 
-        client = OpenAI(
-            api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, timeout=15.0, max_retries=0
-        )
+        client = chat_client(timeout=15.0)
         listing = "\n".join(f"{i}. [{d['kind']}] {d['content']}" for i, d in enumerate(drafts))
         response = client.chat.completions.create(
             model=settings.OPENAI_CHAT_MODEL,

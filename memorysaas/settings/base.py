@@ -193,6 +193,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or None
 OPENAI_CHAT_MODEL = env_str("OPENAI_CHAT_MODEL", "gpt-4o-mini")
+# HyDE in search (apps/memories/hyde.py): on whenever an LLM is configured, unless switched off.
+SEARCH_HYDE = env_bool("SEARCH_HYDE", True)
+HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
 COHERE_API_KEY = env_str("COHERE_API_KEY")
 COHERE_BASE_URL = env_str("COHERE_BASE_URL") or None
 COHERE_RERANK_MODEL = env_str("COHERE_RERANK_MODEL", "rerank-v3.5")

@@ -10,9 +10,9 @@ Then, over
 - dense_unfiltered: raw psycopg top-10 over the whole table (HNSW);
 - dense: raw top-10 with our tenant filter (the SQL `search()` runs: pgvector iterative scan);
 - keyword: raw full-text top-20 under the tenant filter;
-- pipeline: `search()` in-process without the reranker (query vectors already embedded — the
-  embedding itself is reported as embed_p50_ms);
-- http: POST /api/v1/projects/{id}/search through Django's full request stack;
+- pipeline: `search()` in-process without the reranker or HyDE (query vectors already embedded
+  — the embedding itself is reported as embed_p50_ms);
+- http: POST /api/v1/projects/{id}/search through Django's full request stack (same switches);
 
 and filtered_recall_at_10: the filtered ANN top-10 against an exact scan under the same filter.
 With --json the last line is one JSON object. Bench organizations are deleted unless --keep.
@@ -269,7 +269,7 @@ class Command(BaseCommand):
                 times["keyword"].append(ms)
                 t0 = time.perf_counter()
                 found = search(
-                    principal=SYSTEM, project=project, query=text, files=files, limit=10, rerank=False
+                    principal=SYSTEM, project=project, query=text, files=files, limit=10, rerank=False, use_hyde=False
                 )
                 times["pipeline"].append((time.perf_counter() - t0) * 1000)
                 for stage, ms in found.timings_ms.items():
@@ -277,7 +277,7 @@ class Command(BaseCommand):
                 t0 = time.perf_counter()
                 response = client.post(
                     f"/api/v1/projects/{project.id}/search",
-                    json.dumps({"query": text, "files": files, "limit": 10, "rerank": False}),
+                    json.dumps({"query": text, "files": files, "limit": 10, "rerank": False, "hyde": False}),
                     content_type="application/json",
                     HTTP_AUTHORIZATION=f"Bearer {keys[project.organization_id]}",
                     HTTP_HOST="127.0.0.1",

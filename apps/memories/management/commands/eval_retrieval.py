@@ -3,13 +3,15 @@
 Loads the set's memories into a fresh project (embedded with the configured provider), indexes
 the codebase into the graph when the graph app offers `index_directory`, runs every query
 through keyword-only, dense-only, hybrid (RRF), hybrid+boost and the full pipeline, computes a
-bm25s baseline over the same texts, prints a table per configuration and kind, and ends with one
-JSON line. The project is deleted afterwards unless --keep.
+bm25s baseline over the same texts and prints a table per configuration and kind; with --json it
+ends with one JSON line. HyDE (when an LLM is configured) runs in the full pipeline only, so the
+single paths and hybrids stay comparable with and without it. The project is deleted afterwards
+unless --keep.
 """
 
 from __future__ import annotations
 
-import json
+import json as _json
 import time
 import uuid
 from pathlib import Path
@@ -31,7 +33,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "dense": {"paths": ("dense",), "boost": False, "weigh": False, "rerank": False},
     "hybrid": {"boost": False, "weigh": False, "rerank": False},
     "hybrid+boost": {"weigh": False, "rerank": False},
-    "full": {},
+    "full": {"use_hyde": True},
 }
 
 
@@ -75,13 +77,14 @@ class Command(BaseCommand):
         default = Path(__file__).resolve().parents[5] / "shared" / "eval" / "code_memory_dev.json"
         parser.add_argument("--dataset", default=str(default))
         parser.add_argument("--keep", action="store_true", help="Keep the evaluation project.")
-        parser.add_argument("--quiet", action="store_true", help="Only the JSON line.")
+        parser.add_argument("--json", action="store_true", help="End with one JSON line.")
+        parser.add_argument("--quiet", action="store_true", help="Only the JSON line (implies --json).")
 
-    def handle(self, *args, dataset: str, keep: bool, quiet: bool, **options):
+    def handle(self, *args, dataset: str, keep: bool, quiet: bool, json: bool = False, **options):
         path = Path(dataset)
         if not path.exists():
             raise CommandError(f"No dataset at {path}")
-        data = json.loads(path.read_text())
+        data = _json.loads(path.read_text())
         say = (lambda *a: None) if quiet else (lambda text: self.stdout.write(text))
         suffix = uuid.uuid4().hex[:8]
         org = Organization.objects.create(name=f"eval {suffix}", slug=f"eval-{suffix}")
@@ -91,7 +94,8 @@ class Command(BaseCommand):
         finally:
             if not keep:
                 org.delete()
-        self.stdout.write(json.dumps(result, sort_keys=True))
+        if json or quiet:
+            self.stdout.write(_json.dumps(result, sort_keys=True))
 
     def _run(self, data: dict[str, Any], project: Project, say) -> dict[str, Any]:
         started = time.perf_counter()
@@ -109,6 +113,7 @@ class Command(BaseCommand):
         )
         per_config: dict[str, list[tuple[str, dict[str, float]]]] = {name: [] for name in [*CONFIGS, "bm25"]}
         latencies: list[float] = []
+        hyde_ran = 0
         for query in data["queries"]:
             relevant = query["relevant"]
             ranked = baseline.rank(query["query"], 10)
@@ -121,10 +126,11 @@ class Command(BaseCommand):
                     files=query.get("files_in_play", []),
                     phase=query.get("phase"),
                     limit=10,
-                    **switches,
+                    **{"use_hyde": False, **switches},
                 )
                 if name == "full":
                     latencies.append(result.timings_ms["total"])
+                    hyde_ran += bool(result.hyde["ran"])
                 keys = [key_of[str(hit.memory.id)] for hit in result.hits]
                 per_config[name].append((query["kind"], evaluation.query_metrics(keys, relevant)))
 
@@ -143,6 +149,7 @@ class Command(BaseCommand):
             f"{checks['full_vs_bm25']} × BM25 (target ≥ 1.2); identifier recall@5 = "
             f"{checks['identifier_recall@5']} (target ≥ 0.9)"
         )
+        say(f"HyDE ran for {hyde_ran} of {len(data['queries'])} queries (full pipeline only)")
         latencies.sort()
         return {
             "dataset": data.get("codebase", ""),
@@ -150,6 +157,7 @@ class Command(BaseCommand):
             "queries": len(data["queries"]),
             "metrics": summary,
             "checks": checks,
+            "hyde_queries": hyde_ran,
             "full_pipeline_p50_ms": round(latencies[len(latencies) // 2], 2) if latencies else None,
         }
 

@@ -1,0 +1,127 @@
+"""HyDE through the real `openai` SDK against a fake OpenAI server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from apps.memories import hyde
+from apps.memories.search import search
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+PAGER = "The paginator raises EmptyPage for pages past the end of the result list."
+QUESTION = "what goes wrong when someone asks for a page beyond the last one"
+
+
+@pytest.fixture
+def memories(alice):
+    return {
+        "pager": make_memory(alice, type="pattern", content=PAGER, related_files=["core/paginator.py"]),
+        "jwt": make_memory(
+            alice,
+            content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds.",
+            related_files=["auth/tokens.ts"],
+        ),
+        "cache": make_memory(alice, content="Cache keys are versioned per deploy.", related_files=["cache.py"]),
+    }
+
+
+def _search(alice, query, **kwargs):
+    return search(principal=alice.principal, project=alice.project, query=query, limit=3, **kwargs)
+
+
+def _chat_requests(fake):
+    return [r for r in fake.requests if r["path"].endswith("/chat/completions")]
+
+
+def test_combine_is_the_unit_mean():
+    q, h = np.array([1.0, 0.0], dtype=np.float32), np.array([0.0, 1.0], dtype=np.float32)
+    assert hyde.combine(q, h) == pytest.approx([2**-0.5, 2**-0.5])
+    assert hyde.combine(q, -q) == pytest.approx(q)  # degenerate: keep the query
+
+
+def test_hyde_runs_and_moves_the_dense_query(alice, memories, fake_openai, settings):
+    fake_openai.answer = PAGER
+    plain = _search(alice, QUESTION, use_hyde=False)
+    result = _search(alice, QUESTION)
+    assert result.query_kind == "semantic"
+    assert result.hyde == {"ran": True, "status": "ran", "hypothetical": PAGER}
+    assert "hyde" in result.timings_ms
+    (request,) = _chat_requests(fake_openai)
+    assert request["auth"] == "Bearer test-openai-key"
+    assert request["model"] == settings.OPENAI_CHAT_MODEL and request["max_tokens"] == hyde.MAX_TOKENS
+    assert request["messages"][-1] == {"role": "user", "content": QUESTION}
+    pager = str(memories["pager"].id)
+    cosine = {str(h.memory.id): h.components["cosine"] for h in result.hits}
+    plain_cosine = {str(h.memory.id): h.components["cosine"] for h in plain.hits}
+    assert cosine[pager] > plain_cosine[pager] + 0.2
+    assert result.rankings["dense"][0] == pager and result.hits[0].memory.id == memories["pager"].id
+
+    again = _search(alice, f"  {QUESTION} ")
+    assert again.hyde["status"] == "cached" and again.hyde["ran"]
+    assert len(_chat_requests(fake_openai)) == 1  # cached by query text
+
+
+def test_server_error_falls_back_without_a_5xx(alice, memories, fake_openai, api_client):
+    fake_openai.mode = "error"
+    url = f"projects/{alice.project.id}/search"
+    response = api_client(alice.key).post(url, {"query": QUESTION})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["hyde"] == {"ran": False, "status": "failed", "hypothetical": None}
+    assert "hyde" in body["timings_ms"]
+    plain = _search(alice, QUESTION, use_hyde=False)
+    assert [r["memory"]["id"] for r in body["results"]] == [str(h.memory.id) for h in plain.hits]
+    # A failed endpoint pauses HyDE rather than costing every query its timeout.
+    second = api_client(alice.key).post(url, {"query": "another question about pages"}).json()
+    assert second["hyde"]["status"] == "cooldown"
+    assert len(_chat_requests(fake_openai)) == 1
+
+
+def test_timeout_falls_back(alice, memories, fake_openai, settings, api_client):
+    fake_openai.mode = "hang"
+    settings.HYDE_TIMEOUT_MS = 200
+    response = api_client(alice.key).post(f"projects/{alice.project.id}/search", {"query": QUESTION})
+    assert response.status_code == 200, response.content
+    assert response.json()["hyde"]["status"] == "failed"
+    assert response.json()["results"]
+
+
+def test_identifier_queries_skip_hyde(alice, memories, fake_openai):
+    fake_openai.answer = PAGER
+    result = _search(alice, "verifyJwt clock skew")
+    assert result.query_kind == "identifier"
+    assert result.hyde == {"ran": False, "status": "skipped_kind", "hypothetical": None}
+    assert _chat_requests(fake_openai) == []
+
+
+def test_not_configured_means_not_called(alice, memories, fake_openai, settings, api_client):
+    settings.OPENAI_API_KEY = ""
+    fake_openai.answer = PAGER
+    body = api_client(alice.key).post(f"projects/{alice.project.id}/search", {"query": QUESTION}).json()
+    assert body["hyde"] == {"ran": False, "status": "not_configured", "hypothetical": None}
+    assert fake_openai.requests == []
+
+
+def test_switched_off_by_request_or_setting(alice, memories, fake_openai, settings, api_client):
+    fake_openai.answer = PAGER
+    url = f"projects/{alice.project.id}/search"
+    assert api_client(alice.key).post(url, {"query": QUESTION, "hyde": False}).json()["hyde"]["ran"] is False
+    settings.SEARCH_HYDE = False
+    assert _search(alice, QUESTION).hyde["status"] == "disabled"
+    assert _chat_requests(fake_openai) == []
+
+
+def test_hyde_with_openai_embeddings(alice, fake_openai, settings):
+    """Memories and both query vectors embedded through the SDK's embeddings call."""
+    settings.EMBEDDING_PROVIDER = "openai"
+    settings.EMBEDDING_DIMENSIONS = 64
+    pager = make_memory(alice, type="pattern", content=PAGER, related_files=["core/paginator.py"])
+    make_memory(alice, content="Cache keys are versioned per deploy.", related_files=["cache.py"])
+    fake_openai.answer = PAGER
+    result = _search(alice, QUESTION)
+    assert result.hyde["ran"] and result.hits[0].memory.id == pager.id
+    embedded = [r["input"] for r in fake_openai.requests if r["path"].endswith("/embeddings")]
+    assert [PAGER] in embedded and all(r.get("dimensions") == 64 for r in fake_openai.requests if "input" in r)
