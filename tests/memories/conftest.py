@@ -70,7 +70,12 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
             data.append({"object": "embedding", "index": i, "embedding": encoded})
         self._send(
             200,
-            {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}},
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            },
         )
 
     def _send(self, status, payload):

@@ -44,13 +44,24 @@ def test_metrics():
 def test_eval_retrieval_prints_metrics_and_cleans_up(tmp_path, capsys):
     path = tmp_path / "set.json"
     path.write_text(json.dumps(DATASET))
-    call_command("eval_retrieval", dataset=str(path))
+    call_command("eval_retrieval", dataset=str(path), json=True)
     out = capsys.readouterr().out
+    assert "recall@5" in out and "HyDE ran for 0 of 2 queries" in out  # the table comes first
     result = json.loads(out.strip().splitlines()[-1])
+    assert result["hyde_queries"] == 0
     assert set(result["metrics"]) == {"keyword", "dense", "hybrid", "hybrid+boost", "full", "bm25"}
     assert result["metrics"]["full"]["identifier"]["recall@5"] == 1.0
     assert {"full_vs_best_single_path", "full_vs_bm25", "identifier_recall@5"} <= set(result["checks"])
     assert not Memory.objects.exists()
+
+
+def test_eval_retrieval_without_json_prints_only_the_table(tmp_path, capsys):
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(DATASET))
+    call_command("eval_retrieval", dataset=str(path))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert any("nDCG@10" in line for line in lines)
+    assert not any(line.lstrip().startswith("{") for line in lines)
 
 
 def test_eval_indexes_the_codebase_with_its_package_prefix(tmp_path, monkeypatch, alice):

@@ -24,7 +24,9 @@ def memories(alice):
             content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds.",
             related_files=["auth/tokens.ts"],
         ),
-        "cache": make_memory(alice, content="Cache keys are versioned per deploy.", related_files=["cache.py"]),
+        "cache": make_memory(
+            alice, content="Cache keys are versioned per deploy.", related_files=["cache.py"]
+        ),
     }
 
 
@@ -124,4 +126,6 @@ def test_hyde_with_openai_embeddings(alice, fake_openai, settings):
     result = _search(alice, QUESTION)
     assert result.hyde["ran"] and result.hits[0].memory.id == pager.id
     embedded = [r["input"] for r in fake_openai.requests if r["path"].endswith("/embeddings")]
-    assert [PAGER] in embedded and all(r.get("dimensions") == 64 for r in fake_openai.requests if "input" in r)
+    assert [PAGER] in embedded and all(
+        r.get("dimensions") == 64 for r in fake_openai.requests if "input" in r
+    )

@@ -269,7 +269,13 @@ class Command(BaseCommand):
                 times["keyword"].append(ms)
                 t0 = time.perf_counter()
                 found = search(
-                    principal=SYSTEM, project=project, query=text, files=files, limit=10, rerank=False, use_hyde=False
+                    principal=SYSTEM,
+                    project=project,
+                    query=text,
+                    files=files,
+                    limit=10,
+                    rerank=False,
+                    use_hyde=False,
                 )
                 times["pipeline"].append((time.perf_counter() - t0) * 1000)
                 for stage, ms in found.timings_ms.items():
