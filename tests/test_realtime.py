@@ -96,6 +96,45 @@ async def _a_member_gets_hello_then_each_event_in_sequence(alice, bob):
     await communicator.disconnect()
 
 
+def test_writes_that_need_review_announce_it(alice, bob):
+    async_to_sync(_writes_that_need_review_announce_it)(alice, bob)
+
+
+async def _writes_that_need_review_announce_it(alice, bob):
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.services import memory_create, memory_feedback
+
+    cookie = (b"cookie", (await sync_to_async(_session_cookie)(bob)).encode())
+    communicator, connected, _ = await _connect(alice.project.id, cookie)
+    assert connected and (await communicator.receive_json_from())["event"] == "hello"
+
+    def create(**fields):
+        draft = MemoryDraft(type="gotcha", content=f"Refunds round half-even {uuid.uuid4()}", **fields)
+        return memory_create(project=alice.project, actor=alice.principal, draft=draft)
+
+    def flag(memory, note):
+        return memory_feedback(memory=memory, actor=bob.principal, kind="flag", note=note)
+
+    inferred = await sync_to_async(create)(source="observer_inferred", needs_review=True)
+    assert [(await communicator.receive_json_from())["event"] for _ in range(2)] == [
+        "memory.created", "review.needed",
+    ]  # fmt: skip
+    taught = await sync_to_async(create)(needs_review=False)
+    assert (await communicator.receive_json_from())["event"] == "memory.created"
+    await sync_to_async(flag)(taught, "wrong")
+    events = [await communicator.receive_json_from() for _ in range(2)]
+    assert [e["event"] for e in events] == ["memory.updated", "review.needed"]
+    assert events[1]["data"] == {"memory_ids": [str(taught.id)]}
+    await sync_to_async(flag)(inferred, "again")
+    await sync_to_async(publish)(alice.project.id, "sentinel", {})
+    # it already needed review: no second notice between the update and the sentinel
+    assert [(await communicator.receive_json_from())["event"] for _ in range(2)] == [
+        "memory.updated",
+        "sentinel",
+    ]
+    await communicator.disconnect()
+
+
 def test_an_api_key_connects_and_a_reconnect_learns_the_current_seq(alice):
     async_to_sync(_an_api_key_connects_and_a_reconnect_learns_the_current_seq)(alice)
 

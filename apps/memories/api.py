@@ -365,10 +365,11 @@ class ContextOut(OutputSchema):
 def memories_context(request, project_id: UUID, payload: ContextIn):
     """Packed memories for a phase, task and files, inside the phase's token budget (or yours).
     Stale or low-confidence memories are never injected; each injection counts as an access."""
+    from apps.memories.retrieval import record_injection
     from apps.memories.search import build_context
 
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
-    return build_context(
+    context = build_context(
         principal=request.auth,
         project=project,
         phase=payload.phase,
@@ -377,3 +378,7 @@ def memories_context(request, project_id: UUID, payload: ContextIn):
         session_id=payload.session_id,
         token_budget=payload.token_budget,
     )
+    record_injection(
+        session_id=payload.session_id, project=project, memory_ids=[m["id"] for m in context["memories"]]
+    )
+    return context

@@ -34,3 +34,15 @@ def session_notes(*, session_id: str | None, project: Project) -> list[dict[str,
         logger.exception("session_notes failed for session %s", session_id)
         return []
     return [n for n in notes if isinstance(n, dict) and n.get("content")]
+
+
+def record_injection(*, session_id: str | None, project: Project, memory_ids: list[Any]) -> None:
+    """Tell the observer that /context served `memory_ids` to a running session, so the
+    session's review lists them as applied. Nothing when there is no session or no observer."""
+    if not session_id or not memory_ids:
+        return
+    try:
+        from apps.observer.services import context_injection_record
+    except (ModuleNotFoundError, ImportError, AttributeError):
+        return
+    context_injection_record(session_id=session_id, project=project, memory_ids=memory_ids)

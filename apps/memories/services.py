@@ -237,6 +237,8 @@ def _schedule_embedding(ids: Sequence[UUID]) -> None:
 
 
 def _announce(project_id: UUID, event: str, memory_ids: Sequence[UUID]) -> None:
+    if not memory_ids:
+        return
     data = {"memory_ids": [str(i) for i in memory_ids]}
     transaction.on_commit(lambda: publish(project_id, event, data))
 
@@ -375,6 +377,7 @@ def memories_create_batch(
         )
     _schedule_embedding([m.id for m in memories if m.embedding_status != EmbeddingStatus.READY])
     _announce(project.id, "memory.created", ids)
+    _announce(project.id, "review.needed", [m.id for m in memories if m.needs_review])
     return memories
 
 
@@ -578,6 +581,7 @@ def memory_feedback(
         memory.refresh_from_db()
         return memory
     changed: set[str] = set()
+    newly_needs_review = not memory.needs_review and kind in (FeedbackKind.FLAG, FeedbackKind.DISPUTE)
     if kind == FeedbackKind.CONFIRM:
         memory.user_verified, memory.needs_review = True, False
         changed = {"user_verified", "needs_review"}
@@ -591,6 +595,8 @@ def memory_feedback(
         memory.disputed, memory.needs_review = True, True
         changed = {"disputed", "needs_review"}
     _save_change(memory, actor, f"feedback_{kind}", changed)
+    if newly_needs_review:
+        _announce(memory.project_id, "review.needed", [memory.id])
     audit_record(actor=actor, action=f"memory.feedback.{kind}", target=memory)
     return memory
 

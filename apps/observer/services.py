@@ -439,6 +439,26 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
 # ---------------------------------------------------------------- step injection
 
 
+def context_injection_record(*, session_id: str | UUID, project: Project, memory_ids: list[UUID]) -> int:
+    """Memories that /context packed for a session of `project` count as applied in it (each
+    once). A session id that is not one of the project's open sessions changes nothing.
+    Returns the number of sessions updated (0 or 1)."""
+    try:
+        as_id = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
+    except ValueError:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE observer_session SET injected_memory_ids = injected_memory_ids || ARRAY(
+                SELECT m FROM unnest(%s::uuid[]) AS m WHERE NOT m = ANY(injected_memory_ids))
+            WHERE id = %s AND project_id = %s AND status = 'open'
+            """,
+            [[str(i) for i in memory_ids], str(as_id), str(project.id)],
+        )
+        return cursor.rowcount
+
+
 def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(

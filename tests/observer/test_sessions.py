@@ -160,6 +160,31 @@ def test_step_injection_waits_for_step_five_and_never_repeats_a_memory(agent, al
     assert second["injection"] is None
 
 
+def test_memories_served_by_context_count_as_applied_in_the_session_once(agent, alice, charlie):
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.services import memory_create
+
+    memory = memory_create(
+        project=alice.project, actor=alice.principal,
+        draft=MemoryDraft(type="gotcha", content="Refund totals are cached for 60 s; invalidate on refund",
+                          related_files=["shop/refunds.py"], confidence=0.9),
+    )  # fmt: skip
+    session = agent.open()
+    body = {"task": "refund totals cache", "files": ["shop/refunds.py"], "session_id": session["id"]}
+    for _ in range(2):
+        context = agent.client.post(f"projects/{agent.project_id}/context", body).json()
+        assert [m["id"] for m in context["memories"]] == [str(memory.id)]
+    assert Session.objects.get(id=session["id"]).injected_memory_ids == [memory.id]
+    # another tenant's session id, or a malformed one, changes nothing and is no error
+    other = services.session_open(project=charlie.project, actor=charlie.principal, data={})
+    for session_id in (str(other.id), "not-a-uuid"):
+        response = agent.client.post(
+            f"projects/{agent.project_id}/context", {**body, "session_id": session_id}
+        )
+        assert response.status_code == 200
+    assert Session.objects.get(id=other.id).injected_memory_ids == []
+
+
 def test_step_injection_short_circuits_a_search_for_something_known(agent, alice):
     from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
