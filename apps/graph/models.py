@@ -49,7 +49,8 @@ class EdgeKind(models.TextChoices):
 
 
 class GraphNode(models.Model):
-    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    # Looked up by (project, key) and (project, path): those indexes lead with the project.
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
     kind = models.CharField(max_length=10, choices=NodeKind.choices)
     # file: its path; symbol: "path:Qual.name"; directory: "path/"; module: "module:name"
     key = models.CharField(max_length=700)
@@ -79,14 +80,19 @@ class GraphNode(models.Model):
 
 
 class GraphEdge(models.Model):
-    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
-    # No database constraint on these (nor on the closure's): rows arrive by the ten thousand
-    # through COPY, and the services delete them with their nodes.
+    # No database constraint on the project or the nodes (nor on the closure's and the chunks'):
+    # rows arrive by the ten thousand through COPY and a foreign-key check per row costs more
+    # than the row itself. Every row is written for a project the service holds, the services
+    # delete them with their nodes, and Django cascades a project's deletion to them. The
+    # single-column indexes Django would add are covered by the composite ones below.
+    project = models.ForeignKey(
+        "tenants.Project", on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
     source = models.ForeignKey(
-        GraphNode, on_delete=models.CASCADE, related_name="out_edges", db_constraint=False
+        GraphNode, on_delete=models.CASCADE, related_name="out_edges", db_constraint=False, db_index=False
     )
     target = models.ForeignKey(
-        GraphNode, on_delete=models.CASCADE, related_name="in_edges", db_constraint=False
+        GraphNode, on_delete=models.CASCADE, related_name="in_edges", db_constraint=False, db_index=False
     )
     kind = models.CharField(max_length=10, choices=EdgeKind.choices)
     confidence = models.FloatField(default=1.0)
@@ -108,9 +114,15 @@ class GraphEdge(models.Model):
 class GraphClosure(models.Model):
     """`descendant` depends on `ancestor` through `path` (node ids, descendant first)."""
 
-    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
-    ancestor = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_constraint=False)
-    descendant = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_constraint=False)
+    project = models.ForeignKey(
+        "tenants.Project", on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
+    ancestor = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    descendant = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
     depth = models.PositiveSmallIntegerField()
     path = ArrayField(models.BigIntegerField())
     edge_kinds = ArrayField(models.CharField(max_length=10))
@@ -129,7 +141,10 @@ class GraphClosure(models.Model):
 class CodeChunk(models.Model):
     """A function or class (or a whole small file) with its contextual prefix (seeds/003 §6)."""
 
-    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    # As GraphEdge: no per-row constraint check; (project, path) is the project's index.
+    project = models.ForeignKey(
+        "tenants.Project", on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
     path = models.CharField(max_length=500)
     language = models.CharField(max_length=12)
     chunk_type = models.CharField(max_length=10)

@@ -11,7 +11,6 @@ only for the files whose dependency paths can have changed.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import posixpath
@@ -24,6 +23,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.graph import bulk
 from apps.graph import closure as closure_mod
 from apps.graph.extract import Chunk, FileFacts, chunks, extract, is_test_file, language_of
 from apps.graph.models import (
@@ -65,49 +65,73 @@ class SourceTree:
     tsconfigs: dict[str, str] = field(default_factory=dict)
     go_mod: str | None = None
 
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
 
 def read_tree(root: str, *, include: Iterable[str] = ()) -> SourceTree:
     """Supported source files under `root` (relative posix paths), skipping vendored
-    directories, binary and huge files and counting what was skipped."""
+    directories, binary and huge files, and names that are not UTF-8 (the database could not
+    store them), and counting what was skipped."""
     tree = SourceTree()
-    include = [p.strip("/") for p in include]
-    starts = [os.path.join(root, p) for p in include] if include else [root]
-    for start in starts:
-        _walk(tree, root, start)
+    for part in include or [""]:
+        start = os.path.join(root, part.strip("/"))
+        rel_dir = os.path.relpath(start, root).replace(os.sep, "/")
+        _walk(tree, start, "" if rel_dir == "." else rel_dir)
     return tree
 
 
-def _walk(tree: SourceTree, root: str, start: str) -> None:
-    for directory, subdirs, names in os.walk(start):
-        rel_dir = os.path.relpath(directory, root).replace(os.sep, "/")
-        rel_dir = "" if rel_dir == "." else rel_dir
-        kept = []
-        for sub in subdirs:
-            if sub in VENDORED_DIRS or sub.endswith(".egg-info"):
-                tree.skipped["vendored"] += 1
-            else:
-                kept.append(sub)
-        subdirs[:] = sorted(kept)
-        for name in sorted(names):
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            full = os.path.join(directory, name)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            if name == "tsconfig.json" or (name.startswith("tsconfig.") and name.endswith(".json")):
-                tree.tsconfigs[rel] = _read_text(full)
-            elif name == "go.mod" and tree.go_mod is None:
-                tree.go_mod = _read_text(full)
-            if language_of(name) is None:
-                continue
-            if os.path.getsize(full) > MAX_FILE_BYTES:
-                tree.skipped["huge"] += 1
-                continue
-            with open(full, "rb") as handle:
-                data = handle.read()
-            if b"\x00" in data[:8192]:
-                tree.skipped["binary"] += 1
-                continue
+def _walk(tree: SourceTree, directory: str, rel_dir: str) -> None:
+    """One directory's files (by name), then its subdirectories, as `os.walk` would order them;
+    the directory entries carry what `os.walk` would stat again."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError:
+        return
+    subdirs = []
+    for entry in entries:
+        name = entry.name
+        if entry.is_dir(follow_symlinks=False):
+            subdirs.append(entry)
+            continue
+        if not entry.is_file(follow_symlinks=False):  # symlinks, sockets, devices
+            continue
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        if name == "tsconfig.json" or (name.startswith("tsconfig.") and name.endswith(".json")):
+            tree.tsconfigs[rel] = _read_text(entry.path)
+        elif name == "go.mod" and tree.go_mod is None:
+            tree.go_mod = _read_text(entry.path)
+        if language_of(name) is None:
+            continue
+        if not _utf8(rel):
+            tree.skip("undecodable_name")
+            continue
+        with open(entry.path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            tree.skip("huge")
+        elif b"\x00" in data[:8192]:
+            tree.skip("binary")
+        else:
             tree.files[rel] = data
+    for entry in subdirs:
+        name = entry.name
+        if name in VENDORED_DIRS or name.endswith(".egg-info"):
+            tree.skip("vendored")
+        elif not _utf8(name):
+            tree.skip("undecodable_name")
+        else:
+            _walk(tree, entry.path, f"{rel_dir}/{name}" if rel_dir else name)
+
+
+def _utf8(name: str) -> bool:
+    """False for a file name whose bytes are not UTF-8 (Python holds them as surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_text(path: str) -> str:
@@ -124,7 +148,6 @@ class Graph:
     edges: list[tuple[str, str, str, float]] = field(
         default_factory=list
     )  # (source, target, kind, confidence)
-    chunks: list[Chunk] = field(default_factory=list)
     file_deps: dict[str, set[str]] = field(default_factory=dict)
 
     def node(self, key: str, **row: Any) -> None:
@@ -152,7 +175,6 @@ def _add_file(graph: Graph, facts: FileFacts, source: bytes) -> None:
         graph.edges.append((parent, key, "contains", 1.0))
         if d.parent is None and d.name in facts.exports:
             graph.edges.append((path, key, "exports", 1.0))
-    graph.chunks += chunks(facts, source)
 
 
 def _add_directories(graph: Graph, paths: Iterable[str]) -> None:
@@ -233,13 +255,19 @@ def _link_file(
             graph.edges.append((symbol_key(path, owner), scope[base][0], kind, scope[base][1]))
 
 
-def parse_all(sources: dict[str, bytes]) -> dict[str, FileFacts]:
+def parse_all(
+    sources: dict[str, bytes], each: Callable[[FileFacts, bytes], None] | None = None
+) -> dict[str, FileFacts]:
+    """Extract every file; `each(facts, source)` is called as each file is done."""
     files = {}
     for path, data in sources.items():
         try:
-            files[path] = extract(path, data)
+            files[path] = facts = extract(path, data)
         except Exception:  # a file tree-sitter cannot read is skipped, not fatal
             logger.exception("could not parse %s", path)
+            continue
+        if each is not None:
+            each(facts, data)
     return files
 
 
@@ -261,42 +289,6 @@ def _reserve_ids(count: int) -> list[int]:
             [count],
         )
         return [row[0] for row in cursor.fetchall()]
-
-
-_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _field(value: Any) -> str:
-    """One value in COPY's text format."""
-    if value is None:
-        return "\\N"
-    if value is True or value is False:
-        return "t" if value else "f"
-    if isinstance(value, (list, tuple)):
-        return "{" + ",".join(map(str, value)) + "}"
-    return str(value).translate(_ESCAPES)
-
-
-def _copy(table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> int:
-    return _copy_lines(table, columns, ("\t".join(map(_field, row)) for row in rows))
-
-
-def _copy_lines(table: str, columns: tuple[str, ...], lines: Iterable[str]) -> int:
-    """COPY text-format lines, written in large blocks (much faster than row by row)."""
-    count, block = 0, []
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy,
-    ):
-        for line in lines:
-            block.append(line)
-            count += 1
-            if len(block) >= 5000:
-                copy.write("\n".join(block) + "\n")
-                block = []
-        if block:
-            copy.write("\n".join(block) + "\n")
-    return count
 
 
 def _clear(project: Project, *, paths: list[str] | None = None) -> None:
@@ -330,85 +322,67 @@ def _delete_nodes(ids: list[int]) -> None:
         cursor.execute("DELETE FROM graph_graphnode WHERE id = ANY(%s)", [ids])
 
 
+NODE_COLUMNS = ("id", "project_id", "kind", "key", "path", "name", "language", "start_line", "end_line", "is_test", "metadata")  # fmt: skip
+EDGE_COLUMNS = ("project_id", "source_id", "target_id", "kind", "confidence", "weight")
+CLOSURE_COLUMNS = ("project_id", "ancestor_id", "descendant_id", "depth", "path", "edge_kinds", "weight")
+CHUNK_COLUMNS = ("project_id", "path", "language", "chunk_type", "name", "start_line", "end_line", "content",
+                 "context_prefix", "name_words", "path_words")  # fmt: skip
+
+
 def _write_nodes(project: Project, rows: list[dict[str, Any]]) -> dict[str, int]:
     ids = _reserve_ids(len(rows))
-    columns = ("id", "project_id", "kind", "key", "path", "name", "language", "start_line", "end_line", "is_test", "metadata")  # fmt: skip
-    _copy(
-        "graph_graphnode",
-        columns,
-        (
-            (
-                i,
-                project.id,
-                r["kind"],
-                r["key"],
-                r["path"],
-                r["name"][:300],
-                r["language"],
-                r["start_line"],
-                r["end_line"],
-                r["is_test"],
-                json.dumps(r["metadata"], ensure_ascii=False),
-            )  # fmt: skip
-            for i, r in zip(ids, rows, strict=True)
-        ),
-    )
+    pid, text, field = str(project.id), bulk.text, bulk.field
+    with bulk.CopyWriter("graph_graphnode", NODE_COLUMNS) as out:
+        for i, r in zip(ids, rows, strict=True):
+            out.line(
+                f"{i}\t{pid}\t{r['kind']}\t{text(r['key'])}\t{text(r['path'])}\t{text(r['name'][:300])}\t"
+                f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
+                f"{text(bulk.json_text(r['metadata']))}"
+            )
     return {r["key"]: i for i, r in zip(ids, rows, strict=True)}
 
 
-def _edge_rows(project: Project, edges: Iterable[tuple[str, str, str, float]], ids: dict[str, int]):
-    seen = set()
-    for source, target, kind, confidence in edges:
-        s, t = ids.get(source), ids.get(target)
-        if s is None or t is None or (s, t, kind) in seen:
-            continue
-        seen.add((s, t, kind))
-        yield (project.id, s, t, kind, confidence, EDGE_WEIGHTS.get(kind, 0.0))
+def _write_edges(project: Project, edges: Iterable[tuple[str, str, str, float]], ids: dict[str, int]) -> int:
+    """Edges between known nodes, once per (source, target, kind)."""
+    pid, seen = str(project.id), set()
+    with bulk.CopyWriter("graph_graphedge", EDGE_COLUMNS) as out:
+        for source, target, kind, confidence in edges:
+            s, t = ids.get(source), ids.get(target)
+            if s is None or t is None or (s, t, kind) in seen:
+                continue
+            seen.add((s, t, kind))
+            out.line(f"{pid}\t{s}\t{t}\t{kind}\t{confidence}\t{EDGE_WEIGHTS.get(kind, 0.0)}")
+    return out.count
 
 
-def _write_edges(project: Project, edges, ids: dict[str, int]) -> int:
-    columns = ("project_id", "source_id", "target_id", "kind", "confidence", "weight")
-    return _copy("graph_graphedge", columns, _edge_rows(project, edges, ids))
-
-
-def _write_closure(project: Project, rows: list[closure_mod.Row]) -> int:
-    """Closure rows are numbers and plain words: formatted directly, the hot path of an index."""
-    columns = ("project_id", "ancestor_id", "descendant_id", "depth", "path", "edge_kinds", "weight")
-    pid = str(project.id)
-    lines = (
-        f"{pid}\t{r.ancestor}\t{r.descendant}\t{r.depth}\t{{{','.join(map(str, r.path))}}}\t{{{','.join(r.kinds)}}}\t{r.weight}"
-        for r in rows
-    )
-    return _copy_lines("graph_graphclosure", columns, lines)
+def _write_closure(project: Project, starts: Iterable[int], forward: closure_mod.Forward) -> int:
+    """The closure rows of `starts`, streamed to COPY as the walk finds them."""
+    lines = closure_mod.copy_lines(starts, forward, depth_cap(), str(project.id))
+    with bulk.CopyWriter("graph_graphclosure", CLOSURE_COLUMNS) as out:
+        out.lines(lines)
+    return out.count
 
 
 def _words(text: str) -> str:
     return " ".join(split_parts(text))[:600]
 
 
+def _chunk_lines(project_id: str, items: list[Chunk]) -> Iterable[str]:
+    """COPY lines of one file's chunks (the path's words are the same for all of them)."""
+    text, path_words = bulk.text, {}
+    for c in items:
+        if c.path not in path_words:
+            path_words[c.path] = text(_words(c.path))
+        yield (
+            f"{project_id}\t{text(c.path)}\t{c.language}\t{c.chunk_type}\t{text(c.name[:300])}\t{c.start_line}\t"
+            f"{c.end_line}\t{text(c.content)}\t{text(c.context_prefix[:800])}\t{text(_words(c.name))}\t{path_words[c.path]}"
+        )
+
+
 def _write_chunks(project: Project, items: list[Chunk]) -> int:
-    columns = ("project_id", "path", "language", "chunk_type", "name", "start_line", "end_line", "content",
-               "context_prefix", "name_words", "path_words")  # fmt: skip
-    return _copy(
-        "graph_codechunk",
-        columns,
-        (
-            (
-                project.id,
-                c.path,
-                c.language,
-                c.chunk_type,
-                c.name[:300],
-                c.start_line,
-                c.end_line,
-                c.content.replace("\x00", ""),
-                c.context_prefix[:800],
-                _words(c.name),
-                _words(c.path),
-            )  # fmt: skip
-            for c in items
-        ),
-    )
+    with bulk.CopyWriter("graph_codechunk", CHUNK_COLUMNS) as out:
+        out.lines(_chunk_lines(str(project.id), items))
+    return out.count
 
 
 def _file_forward(project: Project, file_ids: Iterable[int] | None = None) -> closure_mod.Forward:
@@ -459,29 +433,33 @@ class IndexResult:
 def index_directory(
     project: Project, root: str, *, include: Iterable[str] = (), progress: Progress | None = None
 ) -> IndexResult:
-    """Replace the project's graph with the code under `root`."""
+    """Replace the project's graph with the code under `root`, in one transaction.
+
+    A file's chunks need nothing from the other files, so they stream into their COPY while the
+    files are parsed: PostgreSQL computes their keyword vectors on the other core meanwhile.
+    Nodes, edges and the closure need the whole repository and follow the parse."""
     report = progress or (lambda _p: None)
     tree = read_tree(root, include=include)
     report(10)
-    files = parse_all(tree.files)
-    report(50)
-    resolver = Resolver(tree.files, tsconfigs=tree.tsconfigs, go_mod=tree.go_mod)
-    graph = build(files, tree.files, resolver)
-    report(60)
     with transaction.atomic():
         _relaxed_commit()
         _clear(project)
+        pid = str(project.id)
+        with bulk.CopyWriter("graph_codechunk", CHUNK_COLUMNS) as chunk_out:
+            files = parse_all(
+                tree.files, lambda facts, source: chunk_out.lines(_chunk_lines(pid, chunks(facts, source)))
+            )
+        report(50)
+        resolver = Resolver(tree.files, tsconfigs=tree.tsconfigs, go_mod=tree.go_mod)
+        graph = build(files, tree.files, resolver)
         ids = _write_nodes(project, list(graph.nodes.values()))
         edges = _write_edges(project, graph.edges, ids)
         report(75)
-        file_ids = [ids[p] for p in files]
-        rows = closure_mod.closure(file_ids, _forward_in_memory(graph, ids), depth_cap())
-        closure_rows = _write_closure(project, rows)
+        closure_rows = _write_closure(project, [ids[p] for p in files], _forward_in_memory(graph, ids))
         report(90)
-        chunk_count = _write_chunks(project, graph.chunks)
     _memories_follow(project, files)
     return IndexResult(
-        files=len(files), nodes=len(ids), edges=edges, closure_rows=closure_rows, chunks=chunk_count,
+        files=len(files), nodes=len(ids), edges=edges, closure_rows=closure_rows, chunks=chunk_out.count,
         skipped=dict(tree.skipped),
     )  # fmt: skip
 
@@ -536,7 +514,7 @@ def index_changes(
         external = {k: v for k, v in _ids_for(project, {t for _, t, _, _ in graph.edges} - set(ids)).items()}
         result.edges = _write_edges(project, graph.edges, {**ids, **external})
         CodeChunk.objects.filter(project=project, path__in=list(files)).delete()
-        result.chunks = _write_chunks(project, graph.chunks)
+        result.chunks = _write_chunks(project, [c for p, f in files.items() for c in chunks(f, changed[p])])
         new_deps = {path: graph.file_deps.get(path, set()) for path in files}
         if deleted or any(new_deps[p] != old_deps.get(p, set()) for p in files):
             result.closure_rows = _recompute_closure(
@@ -619,7 +597,7 @@ def _upsert_nodes(project: Project, graph: Graph, files: dict[str, FileFacts]) -
                     [i for i, _ in kept],
                     [r["start_line"] for _, r in kept],
                     [r["end_line"] for _, r in kept],
-                    [json.dumps(r["metadata"]) for _, r in kept],
+                    [bulk.json_text(r["metadata"]) for _, r in kept],
                 ],
             )
     fresh = [row for key, row in graph.nodes.items() if key not in existing]
@@ -629,8 +607,7 @@ def _upsert_nodes(project: Project, graph: Graph, files: dict[str, FileFacts]) -
 def _recompute_closure(project: Project, descendants: set[int]) -> int:
     file_ids = set(GraphNode.objects.filter(id__in=descendants, kind="file").values_list("id", flat=True))
     GraphClosure.objects.filter(descendant_id__in=file_ids)._raw_delete(connection.alias)
-    forward = _file_forward(project)
-    return _write_closure(project, closure_mod.closure(sorted(file_ids), forward, depth_cap()))
+    return _write_closure(project, sorted(file_ids), _file_forward(project))
 
 
 def _memories_follow(project: Project, files: dict[str, FileFacts]) -> None:
