@@ -48,6 +48,8 @@ VENDORED_DIRS = {
     ".venv", "venv", "env", "site-packages", ".tox", ".mypy_cache", ".pytest_cache", ".next", "coverage",
 }  # fmt: skip
 MAX_FILE_BYTES = 1_000_000
+MAX_PATH = 500  # GraphNode.path and CodeChunk.path
+MAX_KEY = 700  # GraphNode.key: a symbol deeper than this is left out
 Progress = Callable[[int], None]
 
 
@@ -106,6 +108,9 @@ def _walk(tree: SourceTree, directory: str, rel_dir: str) -> None:
             continue
         if not _utf8(rel):
             tree.skip("undecodable_name")
+            continue
+        if len(rel) > MAX_PATH:
+            tree.skip("long_path")
             continue
         with open(entry.path, "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
@@ -168,6 +173,8 @@ def _add_file(graph: Graph, facts: FileFacts, source: bytes) -> None:
                start_line=1, end_line=facts.lines, is_test=is_test_file(path), metadata=metadata)  # fmt: skip
     for d in facts.definitions:
         key = symbol_key(path, d.qualname)
+        if len(key) > MAX_KEY:
+            continue  # its edges are dropped with it: they need both ends
         meta = {"docstring": d.docstring} if d.docstring else {}
         graph.node(key, kind=d.kind, path=path, name=d.name, language=facts.language, start_line=d.start_line,
                    end_line=d.end_line, is_test=is_test_file(path), metadata=meta)  # fmt: skip
