@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from contextlib import ExitStack
+from itertools import islice
 from typing import Any
 
 from django.db import connection
 
 BLOCK_CHARS = 256 * 1024
+BLOCK_LINES = 2000
 
 
 def text(value: str) -> str:
@@ -90,8 +92,13 @@ class CopyWriter:
             self._flush()
 
     def lines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.line(line)
+        """Many lines: sent in blocks of BLOCK_LINES, without a call per line."""
+        self._flush()
+        iterator = iter(lines)
+        while block := list(islice(iterator, BLOCK_LINES)):
+            block.append("")
+            self._copy.write("\n".join(block))
+            self.count += len(block) - 1
 
     def rows(self, rows: Iterable[tuple]) -> None:
         for row in rows:

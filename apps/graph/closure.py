@@ -6,7 +6,8 @@ every file it reaches: the closure row (ancestor = the reached file, descendant 
 with its depth, the path of ids, the edge kinds along it and the product of their weights.
 
 The walk carries the path and the kinds as the comma-separated text COPY wants, extended by one
-step at a time, so a full index formats its tens of thousands of rows as it finds them.
+step at a time, so a full index formats its tens of thousands of rows as it finds them; `Row`s
+are read back from those lines where a caller wants values.
 """
 
 from __future__ import annotations
@@ -27,46 +28,49 @@ class Row:
     weight: float
 
 
-def _walk(start: int, forward: Forward, max_depth: int) -> Iterator[tuple[int, int, str, str, float]]:
-    """(reached file, depth, "start,…,reached", "kind,…", weight), nearest first."""
-    seen = {start}
-    frontier: list[tuple[int, str, str, float]] = []
-    for target, kind, weight in forward.get(start, ()):
-        if target not in seen:
-            seen.add(target)
-            step = (target, f"{start},{target}", kind, weight)
-            yield target, 1, step[1], kind, weight
-            frontier.append(step)
-    for depth in range(2, max_depth + 1):
-        if not frontier:
-            return
-        following = []
-        for node, path, kinds, weight in frontier:
-            for target, kind, edge_weight in forward.get(node, ()):
-                if target in seen:
-                    continue
-                seen.add(target)
-                step = (target, f"{path},{target}", f"{kinds},{kind}", weight * edge_weight)
-                yield target, depth, step[1], step[2], step[3]
-                following.append(step)
-        frontier = following
-
-
 def copy_lines(starts: Iterable[int], forward: Forward, max_depth: int, project_id: str) -> Iterator[str]:
-    """The closure rows of `starts` as COPY text lines: project, ancestor, descendant, depth,
-    path, edge kinds, weight."""
+    """The closure rows of `starts` as COPY text lines — project, ancestor (the reached file),
+    descendant (the start), depth, path, edge kinds, weight — nearest first for each start."""
     for start in starts:
-        head = f"{project_id}\t"
-        tail = f"\t{start}\t"
-        for target, depth, path, kinds, weight in _walk(start, forward, max_depth):
-            yield f"{head}{target}{tail}{depth}\t{{{path}}}\t{{{kinds}}}\t{weight}"
+        head, tail = f"{project_id}\t", f"\t{start}\t"
+        seen = {start}
+        frontier: list[tuple[int, str, str, float]] = [(start, str(start), "", 1.0)]
+        for depth in range(1, max_depth + 1):
+            following = []
+            for node, path, kinds, weight in frontier:
+                for target, kind, edge_weight in forward.get(node, ()):
+                    if target in seen:
+                        continue
+                    seen.add(target)
+                    step = (
+                        target,
+                        f"{path},{target}",
+                        f"{kinds},{kind}" if kinds else kind,
+                        weight * edge_weight,
+                    )
+                    yield f"{head}{target}{tail}{depth}\t{{{step[1]}}}\t{{{step[2]}}}\t{step[3]}"
+                    following.append(step)
+            if not following:
+                break
+            frontier = following
 
 
 def rows_from(start: int, forward: Forward, max_depth: int) -> list[Row]:
-    return [
-        Row(target, start, depth, tuple(map(int, path.split(","))), tuple(kinds.split(",")), weight)
-        for target, depth, path, kinds, weight in _walk(start, forward, max_depth)
-    ]
+    rows = []
+    for line in copy_lines([start], forward, max_depth, ""):
+        _, ancestor, descendant, depth, path, kinds, weight = line.split("\t")
+        path_ids = tuple(int(i) for i in path.strip("{}").split(","))
+        rows.append(
+            Row(
+                int(ancestor),
+                int(descendant),
+                int(depth),
+                path_ids,
+                tuple(kinds.strip("{}").split(",")),
+                float(weight),
+            )
+        )
+    return rows
 
 
 def closure(starts: Iterable[int], forward: Forward, max_depth: int) -> list[Row]:

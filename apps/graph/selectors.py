@@ -81,9 +81,9 @@ def impact(*, project: Project, target: str, depth: int = 3) -> dict[str, Any]:
         f"""
         SELECT n.path, n.is_test, c.depth, c.weight, c.edge_kinds
         FROM graph_graphclosure c
-        JOIN graph_graphnode f ON f.project_id = %s AND f.key = %s
         JOIN graph_graphnode n ON n.id = c.descendant_id
-        WHERE c.ancestor_id = f.id AND c.depth <= %s AND NOT (c.path && {_STALE})
+        WHERE c.ancestor_id = (SELECT id FROM graph_graphnode WHERE project_id = %s AND key = %s)
+          AND c.depth <= %s AND NOT (c.path && {_STALE})
         ORDER BY c.depth, c.weight DESC
         """,
         [project.id, path, depth, project.id],
