@@ -93,6 +93,9 @@ def main() -> int:
             )
         )
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+        # A shell without job control starts background commands with SIGINT ignored, and Python
+        # then keeps it ignored: restore Ctrl-C's KeyboardInterrupt however we were started.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         while all(child.poll() is None for child in children):
             time.sleep(0.5)
         print("A server process exited; stopping the others.")
