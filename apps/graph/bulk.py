@@ -104,6 +104,10 @@ class CopyWriter:
         for row in rows:
             self.line("\t".join(map(field, row)))
 
+    def flush(self) -> None:
+        """Send what is buffered (the COPY goes on)."""
+        self._flush()
+
     def _flush(self) -> None:
         if self._block:
             self._block.append("")

@@ -112,10 +112,16 @@ class GraphEdge(models.Model):
 
 
 class GraphClosure(models.Model):
-    """`descendant` depends on `ancestor` through `path` (node ids, descendant first)."""
+    """`descendant` depends on `ancestor` through `path` (node ids, descendant first).
 
+    One row per (descendant, ancestor) pair, which is the primary key: no id column and no
+    separate descendant index to maintain for the tens of thousands of rows an index writes.
+    The project is kept for scoping but not indexed: rows are found through their nodes, and
+    leave with them (a project's deletion cascades through its nodes)."""
+
+    pk = models.CompositePrimaryKey("descendant", "ancestor")
     project = models.ForeignKey(
-        "tenants.Project", on_delete=models.CASCADE, related_name="+", db_constraint=False
+        "tenants.Project", on_delete=models.DO_NOTHING, related_name="+", db_constraint=False, db_index=False
     )
     ancestor = models.ForeignKey(
         GraphNode, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
@@ -129,10 +135,7 @@ class GraphClosure(models.Model):
     weight = models.FloatField()
 
     class Meta:
-        indexes = [
-            models.Index(fields=["ancestor", "depth"], name="graph_closure_ancestor"),
-            models.Index(fields=["descendant"], name="graph_closure_descendant"),
-        ]
+        indexes = [models.Index(fields=["ancestor", "depth"], name="graph_closure_ancestor")]
 
     def __str__(self) -> str:
         return f"{self.descendant_id} → {self.ancestor_id} ({self.depth})"

@@ -165,19 +165,19 @@ def symbol_key(path: str, qualname: str) -> str:
 
 
 def _add_file(graph: Graph, facts: FileFacts, source: bytes) -> None:
-    path = facts.path
+    path, is_test = facts.path, is_test_file(facts.path)
     metadata = {"sha": hashlib.sha1(source).hexdigest(), "exports": facts.exports[:200], "lines": facts.lines}
     if facts.docstring:
         metadata["docstring"] = facts.docstring
     graph.node(path, kind="file", path=path, name=posixpath.basename(path), language=facts.language,
-               start_line=1, end_line=facts.lines, is_test=is_test_file(path), metadata=metadata)  # fmt: skip
+               start_line=1, end_line=facts.lines, is_test=is_test, metadata=metadata)  # fmt: skip
     for d in facts.definitions:
         key = symbol_key(path, d.qualname)
         if len(key) > MAX_KEY:
             continue  # its edges are dropped with it: they need both ends
         meta = {"docstring": d.docstring} if d.docstring else {}
         graph.node(key, kind=d.kind, path=path, name=d.name, language=facts.language, start_line=d.start_line,
-                   end_line=d.end_line, is_test=is_test_file(path), metadata=meta)  # fmt: skip
+                   end_line=d.end_line, is_test=is_test, metadata=meta)  # fmt: skip
         parent = symbol_key(path, d.parent) if d.parent else path
         graph.edges.append((parent, key, "contains", 1.0))
         if d.parent is None and d.name in facts.exports:
@@ -221,17 +221,28 @@ def _scope(
 
 
 def build(files: dict[str, FileFacts], sources: dict[str, bytes], resolver: Resolver) -> Graph:
+    graph = build_nodes(files, sources)
+    link(graph, files, resolver)
+    return graph
+
+
+def build_nodes(files: dict[str, FileFacts], sources: dict[str, bytes]) -> Graph:
+    """The nodes, with the edges inside each file (contains, exports)."""
     graph = Graph()
     for path in files:
         _add_file(graph, files[path], sources[path])
     _add_directories(graph, files)
+    return graph
+
+
+def link(graph: Graph, files: dict[str, FileFacts], resolver: Resolver) -> None:
+    """The edges between files: imports resolved, then calls and bases through them."""
     defs_by_file = {
         path: {d.name: symbol_key(path, d.qualname) for d in facts.definitions if d.parent is None}
         for path, facts in files.items()
     }
     for facts in files.values():
         _link_file(graph, facts, resolver.resolve(facts), defs_by_file)
-    return graph
 
 
 def _link_file(
@@ -302,7 +313,13 @@ def _clear(project: Project, *, paths: list[str] | None = None) -> None:
     """Remove a project's graph (or the nodes of `paths`) with their edges and closure rows."""
     with connection.cursor() as cursor:
         if paths is None:
-            for table in ("graph_graphclosure", "graph_graphedge", "graph_codechunk", "graph_graphnode"):
+            # Closure rows are found through their descendant, a file (the table has no project index).
+            cursor.execute(
+                "DELETE FROM graph_graphclosure WHERE descendant_id IN"
+                " (SELECT id FROM graph_graphnode WHERE project_id = %s AND kind = 'file')",
+                [project.id],
+            )
+            for table in ("graph_graphedge", "graph_codechunk", "graph_graphnode"):
                 cursor.execute(f"DELETE FROM {table} WHERE project_id = %s", [project.id])
             return
         cursor.execute(
@@ -336,7 +353,11 @@ CHUNK_COLUMNS = ("project_id", "path", "language", "chunk_type", "name", "start_
                  "context_prefix", "name_words", "path_words")  # fmt: skip
 
 
-def _write_nodes(project: Project, rows: list[dict[str, Any]]) -> dict[str, int]:
+def _write_nodes(
+    project: Project, rows: list[dict[str, Any]], meanwhile: Callable[[], Any] = lambda: None
+) -> tuple[dict[str, int], Any]:
+    """COPY the nodes, with ids from the table's sequence: (key → id, what `meanwhile` returned).
+    `meanwhile` runs once every row is sent, while PostgreSQL is still indexing them."""
     ids = _reserve_ids(len(rows))
     pid, text, field = str(project.id), bulk.text, bulk.field
     with bulk.CopyWriter("graph_graphnode", NODE_COLUMNS) as out:
@@ -346,11 +367,19 @@ def _write_nodes(project: Project, rows: list[dict[str, Any]]) -> dict[str, int]
                 f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
                 f"{text(bulk.json_text(r['metadata']))}"
             )
-    return {r["key"]: i for i, r in zip(ids, rows, strict=True)}
+        out.flush()
+        after = meanwhile()
+    return {r["key"]: i for i, r in zip(ids, rows, strict=True)}, after
 
 
-def _write_edges(project: Project, edges: Iterable[tuple[str, str, str, float]], ids: dict[str, int]) -> int:
-    """Edges between known nodes, once per (source, target, kind)."""
+def _write_edges(
+    project: Project,
+    edges: Iterable[tuple[str, str, str, float]],
+    ids: dict[str, int],
+    meanwhile: Callable[[], Any] = lambda: None,
+) -> tuple[int, Any]:
+    """COPY the edges between known nodes, once per (source, target, kind): (how many, what
+    `meanwhile` returned, run as in `_write_nodes`)."""
     pid, seen = str(project.id), set()
     with bulk.CopyWriter("graph_graphedge", EDGE_COLUMNS) as out:
         for source, target, kind, confidence in edges:
@@ -359,7 +388,9 @@ def _write_edges(project: Project, edges: Iterable[tuple[str, str, str, float]],
                 continue
             seen.add((s, t, kind))
             out.line(f"{pid}\t{s}\t{t}\t{kind}\t{confidence}\t{EDGE_WEIGHTS.get(kind, 0.0)}")
-    return out.count
+        out.flush()
+        after = meanwhile()
+    return out.count, after
 
 
 def _write_closure(project: Project, starts: Iterable[int], forward: closure_mod.Forward) -> int:
@@ -457,12 +488,15 @@ def index_directory(
                 tree.files, lambda facts, source: chunk_out.lines(_chunk_lines(pid, chunks(facts, source)))
             )
         report(50)
+        # Each COPY's rows are all sent before the next step's Python work, which then runs while
+        # PostgreSQL indexes them: the links between files while the nodes go in, the files'
+        # dependency map while the edges do.
+        graph = build_nodes(files, tree.files)
         resolver = Resolver(tree.files, tsconfigs=tree.tsconfigs, go_mod=tree.go_mod)
-        graph = build(files, tree.files, resolver)
-        ids = _write_nodes(project, list(graph.nodes.values()))
-        edges = _write_edges(project, graph.edges, ids)
+        ids, _ = _write_nodes(project, list(graph.nodes.values()), lambda: link(graph, files, resolver))
+        edges, forward = _write_edges(project, graph.edges, ids, lambda: _forward_in_memory(graph, ids))
         report(75)
-        closure_rows = _write_closure(project, [ids[p] for p in files], _forward_in_memory(graph, ids))
+        closure_rows = _write_closure(project, [ids[p] for p in files], forward)
         report(90)
         _refresh_statistics(
             {"graph_graphnode": len(ids), "graph_graphedge": edges, "graph_graphclosure": closure_rows,
@@ -554,7 +588,7 @@ def index_changes(
             source__kind__in=("directory", "module")
         )._raw_delete(connection.alias)
         external = {k: v for k, v in _ids_for(project, {t for _, t, _, _ in graph.edges} - set(ids)).items()}
-        result.edges = _write_edges(project, graph.edges, {**ids, **external})
+        result.edges, _ = _write_edges(project, graph.edges, {**ids, **external})
         CodeChunk.objects.filter(project=project, path__in=list(files)).delete()
         result.chunks = _write_chunks(project, [c for p, f in files.items() for c in chunks(f, changed[p])])
         new_deps = {path: graph.file_deps.get(path, set()) for path in files}
@@ -643,7 +677,7 @@ def _upsert_nodes(project: Project, graph: Graph, files: dict[str, FileFacts]) -
                 ],
             )
     fresh = [row for key, row in graph.nodes.items() if key not in existing]
-    return {**existing, **_write_nodes(project, fresh)}
+    return {**existing, **_write_nodes(project, fresh)[0]}
 
 
 def _recompute_closure(project: Project, descendants: set[int]) -> int:

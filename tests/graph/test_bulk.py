@@ -151,3 +151,14 @@ def test_a_full_index_job_announces_rising_progress_on_the_project_group(alice, 
     assert values == [10, 50, 75, 90, 100] and events[-1]["status"] == "done"
     job.refresh_from_db()
     assert job.status == "done" and job.files == 6
+
+
+def test_deleting_a_project_takes_its_whole_graph_with_it(alice, charlie, py_repo):
+    services.index_directory(alice.project, str(py_repo))
+    services.index_directory(charlie.project, str(py_repo))
+    kept = counts(charlie.project)
+    assert all(counts(alice.project).values())
+    alice.project.delete()  # closure rows have no project cascade of their own: they go with the nodes
+    assert GraphClosure.objects.count() == kept["closure"]
+    assert GraphNode.objects.count() == kept["nodes"] and GraphEdge.objects.count() == kept["edges"]
+    assert CodeChunk.objects.count() == kept["chunks"]
