@@ -170,7 +170,7 @@ _APPEND = f"""
         INSERT INTO {EventBatch._meta.db_table} (session_id, first_seq, last_seq, count, events, received_at)
         VALUES (%s, %s, %s, %s, %s::jsonb, now()) RETURNING id)
     UPDATE {Session._meta.db_table} SET event_count = %s, last_step = %s, edited_files = %s::varchar[]
-    WHERE id = %s RETURNING (SELECT id FROM batch)
+    WHERE id = %s RETURNING (SELECT id FROM batch), set_config('synchronous_commit', 'off', true)
 """
 
 
@@ -198,12 +198,11 @@ def events_ingest(
 
     The hot path: one locking SELECT, one statement that appends the batch and advances the
     session, and the scratchpad updated in memory (checkpointed every CHECKPOINT_EVERY events).
-    The transaction commits without waiting for its WAL flush (`synchronous_commit = off`): a
-    database crash can lose the last few hundred milliseconds of acknowledged batches, never
-    consistency: the batch log and the session's counters commit together or not at all."""
+    That statement also sets `synchronous_commit = off` for its transaction, which then commits
+    without waiting for its WAL flush: a database crash can lose the last few hundred
+    milliseconds of acknowledged batches, never consistency: the batch log and the session's
+    counters commit together or not at all."""
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit = off")
         locked = _lock_for_ingest(session, principal)
         if locked.status != SessionStatus.OPEN:
             raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
@@ -226,7 +225,7 @@ def events_ingest(
                     cursor.execute(_APPEND, [locked.id, min(seqs), max(seqs), len(fresh), json.dumps(fresh),
                                              locked.event_count, locked.last_step, locked.edited_files,
                                              locked.id])  # fmt: skip
-                    (batch_id,) = cursor.fetchone()
+                    batch_id, _ = cursor.fetchone()
                 if locked.event_count - locked.checkpoint_events >= CHECKPOINT_EVERY:
                     _checkpoint(locked, pad, batch_id)
                     locked.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch"])
