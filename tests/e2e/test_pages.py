@@ -41,7 +41,9 @@ def api(live_url, person, method: str, path: str, **kwargs) -> httpx.Response:
 
 def warm_up(live_url, person) -> None:
     """Make the live server load its embedding model before the page waits on it."""
-    response = api(live_url, person, "POST", f"projects/{person.project.id}/search", json={"query": "warm up"})
+    response = api(
+        live_url, person, "POST", f"projects/{person.project.id}/search", json={"query": "warm up"}
+    )
     assert response.status_code == 200, response.text
 
 
@@ -55,7 +57,11 @@ def populate(alice, bob) -> dict[str, Memory]:
             type="gotcha",
             related_files=["auth/tokens.py"],
             session_id="build-042",
-            work_unit_ref={"methodology": "native", "hierarchy": ["Auth", "Refresh tokens"], "label": "Refresh tokens"},
+            work_unit_ref={
+                "methodology": "native",
+                "hierarchy": ["Auth", "Refresh tokens"],
+                "label": "Refresh tokens",
+            },
             confidence=0.86,
         ),
         "migrations": make_memory(
@@ -114,7 +120,10 @@ def populate(alice, bob) -> dict[str, Memory]:
             related_files=["deploy/staging.yml"],
         ),
         "cron": make_memory(
-            alice, content="The legacy cron runs reports at 06:00.", type="pattern", related_files=["legacy/cron.py"]
+            alice,
+            content="The legacy cron runs reports at 06:00.",
+            type="pattern",
+            related_files=["legacy/cron.py"],
         ),
     }
     made["recipe"] = review_services.recipe_save(
@@ -122,15 +131,27 @@ def populate(alice, bob) -> dict[str, Memory]:
         actor=alice.principal,
         task_pattern="Add an API endpoint",
         steps=[
-            {"order": 1, "description": "Add input and output schemas", "canonical_file": "apps/memories/api.py"},
+            {
+                "order": 1,
+                "description": "Add input and output schemas",
+                "canonical_file": "apps/memories/api.py",
+            },
             {"order": 2, "description": "Register the route on the router"},
-            {"order": 3, "description": "Register its isolation probe", "canonical_file": "tests/isolation.py"},
+            {
+                "order": 3,
+                "description": "Register its isolation probe",
+                "canonical_file": "tests/isolation.py",
+            },
         ],
     )
-    governance.dispute_open(memory=made["staging"], actor=bob.principal, reason="It is reset weekly, on Sundays.")
+    governance.dispute_open(
+        memory=made["staging"], actor=bob.principal, reason="It is reset weekly, on Sundays."
+    )
     memory_services.memories_files_deleted(project=alice.project, paths=["legacy/cron.py"])
     for _ in range(3):
-        memory_services.memories_record_access(memory_ids=[made["jwt"].id, made["money"].id, made["recipe"].id])
+        memory_services.memories_record_access(
+            memory_ids=[made["jwt"].id, made["money"].id, made["recipe"].id]
+        )
     memory_services.memories_record_access(memory_ids=[made["undefined_table"].id, made["modal"].id])
     return made
 
@@ -198,8 +219,12 @@ def test_health_browse_filter_confirm_and_correct(page_as, live_url, alice, bob,
     corrected = cards.filter(has_text="exceeds 60 s (raised from 30 s in v2)")
     expect(corrected.get_by_test_id("verified-badge")).to_be_visible()
     memory = Memory.objects.get(pk=made["jwt"].pk)
-    assert memory.version == 2 and memory.content.startswith("verify_jwt rejects tokens whose clock skew exceeds 60 s")
-    assert MemoryVersion.objects.get(memory=memory, version=1).content.startswith("verify_jwt rejects tokens whose clock skew exceeds 30 s")
+    assert memory.version == 2 and memory.content.startswith(
+        "verify_jwt rejects tokens whose clock skew exceeds 60 s"
+    )
+    assert MemoryVersion.objects.get(memory=memory, version=1).content.startswith(
+        "verify_jwt rejects tokens whose clock skew exceeds 30 s"
+    )
 
     corrected.get_by_role("link", name="Details & history").click()
     expect(page).to_have_url(re.compile(rf"/memories/{memory.id}/$"))
@@ -291,3 +316,23 @@ def test_the_dashboard_in_dark_mode(page_as, alice, bob, screenshot):
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(20, 20, 19)"
     screenshot(page, "health-dark")
+
+
+def test_the_trust_badge_follows_a_level_change_without_reload(page_as, live_url, alice):
+    from apps.governance.models import ProjectTrust, TrustLevel
+
+    ProjectTrust.objects.create(project=alice.project, organization=alice.org, level=TrustLevel.STANDARD)
+    page = page_as(alice)
+    page.goto(f"{base_of(alice)}/memories/")
+    badge = page.locator("#trust-badge")
+    expect(badge).to_contain_text("Standard")
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "open")
+    page.evaluate("window.__sameDocument = true")
+
+    response = api(
+        live_url, alice, "PUT", f"projects/{alice.project.id}/trust", json={"level": 1, "reason": "test"}
+    )
+    assert response.status_code == 200, response.text
+
+    expect(badge).to_contain_text("Cautious")
+    assert page.evaluate("window.__sameDocument") is True  # no reload happened
