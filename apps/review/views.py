@@ -395,8 +395,24 @@ def _session_review_page(request, project, session):
             "session": session,
             "review": review,
             "can_write": _can(request, project, Perm.MEMORIES_WRITE),
+            "summary_mode": _summary_mode(project),
         },
     )
+
+
+def _summary_mode(project) -> str:
+    """How much of a session's summary the review shows at the project's trust level (seeds/003
+    §13): everything up to Standard, only what needs review at Confident (the rest folded),
+    nothing unless asked at Autonomous."""
+    from apps.governance.models import TrustLevel
+    from apps.governance.trust import current_level
+
+    level = current_level(project)
+    if level == TrustLevel.AUTONOMOUS:
+        return "suppressed"
+    if level == TrustLevel.CONFIDENT:
+        return "condensed"
+    return "full"
 
 
 @project_page(Perm.MEMORIES_READ)

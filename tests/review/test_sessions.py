@@ -144,6 +144,28 @@ def test_the_review_separates_applied_new_and_confirmed_memories(alice, signed_i
     assert f'id="correct-{pending}"' in html and "Confirm all 1" in html
 
 
+@pytest.mark.parametrize(
+    ("level", "condensed", "suppressed"),
+    [(None, False, False), (2, False, False), (3, True, False), (4, False, True)],
+)
+def test_the_review_condenses_with_the_trust_level(
+    alice, signed_in, base, finished, level, condensed, suppressed
+):
+    """seeds/003 §13: Confident shows only what needs review (the rest folded); Autonomous hides
+    the summary unless asked."""
+    from apps.governance.models import ProjectTrust
+
+    if level is not None:
+        ProjectTrust.objects.create(project=alice.project, organization=alice.org, level=level)
+    html = signed_in(alice).get(f"{base}/sessions/{finished.id}/").content.decode()
+    assert ('data-testid="summary-condensed"' in html) is condensed
+    assert ('data-testid="summary-suppressed"' in html) is suppressed
+    if condensed:  # what needs review stays outside the fold, what was applied is inside it
+        fold = html.index('data-testid="summary-condensed"')
+        assert html.index('id="review-title"') < fold < html.index('id="applied-title"')
+    assert "Confirm all 1" in html  # still reachable at every level
+
+
 def test_a_viewer_reads_the_review_but_cannot_confirm_all(alice, person_with_role, signed_in, base, finished):
     viewer = person_with_role(Role.VIEWER)
     client = signed_in(viewer)
