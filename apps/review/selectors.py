@@ -378,3 +378,10 @@ def session_review(*, principal: Principal, project: Project, session: Session) 
         rejected=[m for m in promoted if m.deprecated],
         gone=len(created) - len(promoted),
     )
+
+
+def latest_index_job(*, project: Project):
+    """The project's most recent knowledge-graph index job, or None (never indexed)."""
+    from apps.graph.models import IndexJob
+
+    return IndexJob.objects.filter(project=project).order_by("-created_at", "-id").first()

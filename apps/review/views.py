@@ -459,6 +459,7 @@ def module_map(request, project):
             "modules": [(row, health.bar_width(row.memories, largest)) for row in rows],
             "graph_indexed": any(row.files_total for row in rows),
             "depth": depth,
+            "index_job": selectors.latest_index_job(project=project),
         },
     )
 

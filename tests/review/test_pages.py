@@ -38,6 +38,20 @@ def test_the_module_map_shows_file_coverage_once_the_graph_knows_the_files(alice
     assert "1 of 3 files covered (33%)" in page and "0 of 1 files covered (0%)" in page
 
 
+def test_the_module_map_shows_the_graph_index_progress(alice, charlie, signed_in, base):
+    from apps.graph.models import IndexJob
+
+    page = signed_in(alice).get(f"{base}/modules/").content.decode()
+    assert 'data-testid="index-status"' not in page  # never indexed: nothing to report
+    job = IndexJob.objects.create(project=alice.project, status="running", progress=50)
+    IndexJob.objects.create(project=charlie.project, status="failed", error="charlie's archive")
+    page = signed_in(alice).get(f"{base}/modules/").content.decode()
+    assert 'data-status="running"' in page and '<progress id="index-progress" max="100" value="50"' in page
+    IndexJob.objects.filter(pk=job.pk).update(status="failed", error="archive is not a .tar.gz or .zip")
+    page = signed_in(alice).get(f"{base}/modules/").content.decode()
+    assert "archive is not a .tar.gz or .zip" in page and "charlie" not in page
+
+
 def test_an_empty_module_map_says_where_modules_come_from(alice, signed_in, base):
     assert 'data-testid="modules-empty"' in signed_in(alice).get(f"{base}/modules/").content.decode()
 
