@@ -42,6 +42,9 @@ PER_PAGE = 30
 SESSIONS_PER_PAGE = 25
 MAX_PAGE = 10_000
 SEARCH_LIMIT = 40
+# On the dev set (MiniLM, contextual text) 7% of relevant memories score below 0.2 and half of
+# the unrelated ones, all about the same codebase, score above 0.19: a floor, not a filter.
+ASK_MIN_COSINE = 0.2
 ASK_LIMIT = 8
 MODE_PATHS = {"hybrid": ("dense", "keyword", "graph"), "keyword": ("keyword",), "semantic": ("dense",)}
 
@@ -669,7 +672,16 @@ def ask(request, project):
         result = search(
             principal=request.principal, project=project, query=form.cleaned_data["q"], limit=ASK_LIMIT
         )
+        result.hits = [hit for hit in result.hits if _answers(hit)]
     return render(request, "review/ask.html", {"project": project, "form": form, "result": result})
+
+
+def _answers(hit) -> bool:
+    """Whether a search hit is worth showing as an answer: the keyword path found it (it shares
+    the question's terms or identifiers), or it is close in meaning. Search itself always fills
+    its limit; a person asking a question should not be shown unrelated memories as answers."""
+    cosine = hit.components.get("cosine")
+    return hit.ranks.get("keyword") is not None or (cosine is not None and cosine >= ASK_MIN_COSINE)
 
 
 # ---------------------------------------------------------------- connect an agent

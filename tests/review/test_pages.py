@@ -261,8 +261,13 @@ def test_ask_answers_with_cited_memories(alice, signed_in, base):
     page = signed_in(alice).get(f"{base}/ask/", {"q": "what does verify_jwt reject?"}).content.decode()
     assert f"[Memory #{str(memory.id)[:8]}: JWT skew limit]" in page
     assert f'href="{base}/memories/{memory.id}/"' in page
+    make_memory(
+        alice, content="Invoices are numbered per tenant and never reused.", citation_text="Invoice numbers"
+    )
+    page = signed_in(alice).get(f"{base}/ask/", {"q": "what does verify_jwt reject?"}).content.decode()
+    assert "Invoice numbers" not in page  # search fills its limit; unrelated memories are not answers
     nothing = signed_in(alice).get(f"{base}/ask/", {"q": "zebra quaternion"}).content.decode()
-    assert "Nothing remembered about that" in nothing or "JWT skew limit" in nothing
+    assert "Nothing remembered about that" in nothing and "JWT skew limit" not in nothing
 
 
 def test_ask_without_a_question_shows_the_form(alice, signed_in, base):
