@@ -91,3 +91,21 @@ document.addEventListener("click", (event) => {
     hideTimer = setTimeout(() => { delete toast.dataset.shown; }, 4000);
   });
 })();
+
+// A control that goes away with its own request (e.g. "Confirm all") names where focus goes
+// next with data-focus-after, so keyboard and screen-reader users are not dropped on <body>.
+(() => {
+  let next = null;
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const selector = event.detail.elt?.dataset?.focusAfter;
+    if (selector) next = selector;
+  });
+  document.addEventListener("htmx:afterSettle", () => {
+    if (!next) return;
+    const target = document.querySelector(next);
+    next = null;
+    if (!target) return;
+    if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+    target.focus();
+  });
+})();

@@ -109,6 +109,7 @@ def test_review_a_session_and_confirm_all(page_as, live_url, alice, screenshot):
     page.get_by_role("button", name=re.compile(r"Confirm all")).click()
     expect(page.get_by_test_id("pending-count")).to_have_text("0")
     expect(page.get_by_test_id("nothing-pending")).to_be_visible()
+    expect(page.locator("#review-title")).to_be_focused()  # not dropped on <body> with the button gone
     expect(page.locator("#toast")).to_contain_text(f"Confirmed {waiting} memories")
     assert not Memory.objects.filter(id__in=session.promoted_memory_ids, needs_review=True).exists()
     assert Memory.objects.filter(id__in=session.promoted_memory_ids, user_verified=True).count() >= waiting
