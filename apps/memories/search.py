@@ -337,8 +337,18 @@ def search(
     if "keyword" in paths and query.strip():
         rankings["keyword"] = keyword_path(base, query, project)
         clock.lap("keyword")
+    # The boost asks for the neighbours of the top results' files; when those are the files
+    # already asked about (one memory about the file in play, say), the first answer serves.
+    asked: dict[frozenset[str], dict[str, float]] = {}
+
+    def neighbours_of(in_play: list[str]) -> dict[str, float]:
+        key = frozenset(in_play)
+        if key not in asked:
+            asked[key] = file_neighbours(project.id, in_play)[0]
+        return asked[key]
+
     if "graph" in paths and graph_files:
-        neighbours, _origin = file_neighbours(project.id, graph_files)
+        neighbours = neighbours_of(graph_files)
         rankings["graph"] = graph_path(base, neighbours, vector=vector, model_id=provider.model_id)
         clock.lap("graph")
 
@@ -367,7 +377,7 @@ def search(
         top_files = list(
             dict.fromkeys(f for i in ordered[: fusion.BOOST_TOP_K] for f in info[i]["related_files"])
         )
-        neighbours_of_top, _ = file_neighbours(project.id, top_files)
+        neighbours_of_top = neighbours_of(top_files)
         boosts = fusion.neighbourhood_boost(
             ordered, fused, {i: info[i]["related_files"] for i in ordered}, neighbours_of_top
         )

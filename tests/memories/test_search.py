@@ -96,6 +96,29 @@ def test_graph_path_finds_memories_on_neighbouring_files(alice, corpus):
     assert by_id[corpus["views"].id].ranks["graph"] == 1
 
 
+def test_boost_reuses_the_neighbours_already_asked_for_the_same_files(alice):
+    # Every memory is about the file in play, so the boost's files (the top results') are the
+    # graph path's: the providers are asked once. A different set of files is asked again.
+    for n in range(fusion.BOOST_TOP_K + 2):
+        make_memory(
+            alice,
+            content=f"The paginator clamps page {n} to the last page.",
+            related_files=["core/paginator.py"],
+        )
+    asked: list[list[str]] = []
+
+    def imports(project_id, files):
+        asked.append(sorted(files))
+        return {"views/list.py": 1.0}
+
+    _search_with_provider(imports, alice, query="paginator page clamping", files=["core/paginator.py"])
+    assert asked == [["core/paginator.py"]]
+
+    asked.clear()
+    _search_with_provider(imports, alice, query="paginator page clamping", files=["views/list.py"])
+    assert asked == [["views/list.py"], ["core/paginator.py"]]
+
+
 def test_graph_path_takes_files_named_in_the_query_and_orders_by_closeness(alice, corpus):
     near = make_memory(
         alice,
