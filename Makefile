@@ -37,10 +37,12 @@ browser:
 
 test: install-test browser
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install-test
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m ruff format --check .
 
 format: install-test

@@ -123,7 +123,9 @@ def _archive_job(request, project) -> IndexJob:
     try:
         upload = request.FILES.get("archive")
     except MultiPartParserError as exc:
-        raise ApiError(400, f"The multipart body could not be read: {exc}", code="malformed_multipart") from None
+        raise ApiError(
+            400, f"The multipart body could not be read: {exc}", code="malformed_multipart"
+        ) from None
     if upload is None:
         raise Invalid("Attach the repository as the multipart field 'archive'.", details={"field": "archive"})
     dest = os.path.join(settings.GRAPH_UPLOAD_DIR, f"{project.id}-{uuid.uuid4().hex}")

@@ -236,11 +236,7 @@ def api_key_authenticate(raw: str) -> ApiKey | None:
     _, prefix, secret = parts
     if not (prefix.isascii() and prefix.isalnum() and secret.isascii() and secret.isalnum()):
         return None
-    api_key = (
-        ApiKey.objects.select_related("created_by", "device__user")
-        .filter(prefix=prefix)
-        .first()
-    )
+    api_key = ApiKey.objects.select_related("created_by", "device__user").filter(prefix=prefix).first()
     if api_key is None:
         hash_api_secret(secret)  # same work either way
         return None

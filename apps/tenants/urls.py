@@ -22,11 +22,15 @@ urlpatterns = [
     path("o/<slug:org_slug>/settings/", account_views.org_settings, name="org_settings"),
     path("o/<slug:org_slug>/settings/export/", account_views.org_export_create, name="org_export_create"),
     path("o/<slug:org_slug>/settings/delete/", account_views.org_delete, name="org_delete"),
-    path("o/<slug:org_slug>/settings/delete/cancel/", account_views.org_delete_cancel, name="org_delete_cancel"),
+    path(
+        "o/<slug:org_slug>/settings/delete/cancel/", account_views.org_delete_cancel, name="org_delete_cancel"
+    ),
     path("account/", account_views.profile, name="account_profile"),
     path("account/keys/", account_views.keys, name="account_keys"),
     path("account/devices/", account_views.devices, name="account_devices"),
-    path("account/devices/<uuid:device_id>/remove/", account_views.device_remove, name="account_device_remove"),
+    path(
+        "account/devices/<uuid:device_id>/remove/", account_views.device_remove, name="account_device_remove"
+    ),
     path("account/data/", account_views.data, name="account_data"),
     path("account/data/exports/", account_views.export_create, name="account_export_create"),
     path(

@@ -44,7 +44,11 @@ def test_member_disputes_and_steward_resolves(page_as, alice, bob, person_with_r
     assert page.get_by_test_id("disputed-badge").count() == 0
     screenshot(page, "dispute-resolved")
     thread = page.get_by_test_id("thread").inner_text()
-    assert "Opened" in thread and "Dispute rejected. Cron says nightly" in thread and "It is reset weekly" in thread
+    assert (
+        "Opened" in thread
+        and "Dispute rejected. Cron says nightly" in thread
+        and "It is reset weekly" in thread
+    )
 
     dispute = Dispute.objects.get()
     assert dispute.status == "rejected" and dispute.resolved_by == steward.user

@@ -59,7 +59,9 @@ def finished_session(person) -> Session:
         .bash("pytest shop", "1 failed", error=True)
         .think("Actually, the refund signal fires before commit, not after — use on_commit")
         .edit("shop/signals.py")
-        .note("gotcha", "Run the shop tests with -p no:randomly: fixtures share a cart.", ["shop/conftest.py"])
+        .note(
+            "gotcha", "Run the shop tests with -p no:randomly: fixtures share a cart.", ["shop/conftest.py"]
+        )
         .bash("pytest shop", "12 passed")
     )
     observer.events_ingest(session=session, events=trace.events)

@@ -185,4 +185,7 @@ def test_patch_refuses_null_for_fields_that_cannot_be_null(alice, api_client):
     response = api_client(alice.key).patch(f"memories/{memory.id}", {"commit_sha": None, "confidence": 0.5})
     assert response.status_code == 422
     assert "commit_sha" in str(response.json()["error"]["details"])
-    assert api_client(alice.key).patch(f"memories/{memory.id}", {"decay_half_life_days": None}).status_code == 200
+    assert (
+        api_client(alice.key).patch(f"memories/{memory.id}", {"decay_half_life_days": None}).status_code
+        == 200
+    )

@@ -143,7 +143,11 @@ def test_the_web_server_reuses_database_connections_across_requests(django_db_se
     result = subprocess.run(
         [sys.executable, "-c", _ASGI_REQUESTS],
         cwd=ROOT,
-        env={**env, "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local", "DATABASE_URL": _test_database_url()},
+        env={
+            **env,
+            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local",
+            "DATABASE_URL": _test_database_url(),
+        },
         capture_output=True,
         text=True,
     )
