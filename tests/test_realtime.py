@@ -7,24 +7,22 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.db import connection
 from django.test import Client
 
 from memorysaas.asgi import application
 from memorysaas.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from memorysaas.realtime import next_project_seq, project_group, publish
+from tests.processes import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -161,20 +159,6 @@ def test_project_page_opens_the_socket(alice):
 # --------------------------------------------------------------------------- two daphne processes
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
-    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgresql://{db['USER']}{password}@{host}{port}/{db['NAME']}"
-
-
 @pytest.fixture
 def two_daphnes():
     redis_url = os.environ.get("REDIS_URL")
@@ -184,13 +168,13 @@ def two_daphnes():
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(),
         "REDIS_URL": redis_url,
         "CHANNELS_PREFIX": prefix,
         "SECRET_KEY": settings.SECRET_KEY,
         "DB_CONN_MAX_AGE": "0",
     }
-    ports, processes = [_free_port(), _free_port()], []
+    ports, processes = [free_port(), free_port()], []
     for port in ports:
         processes.append(
             subprocess.Popen(

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import Client
+
+from tests.processes import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -47,21 +46,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.browser)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def database_url() -> str:
-    """The test database as a URL another process can use."""
-    db = connection.settings_dict
-    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
-    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgresql://{db['USER']}{password}@{host}{port}/{db['NAME']}"
 
 
 def start_daphne(port: int, env: dict[str, str]) -> subprocess.Popen:
@@ -102,7 +86,7 @@ def live_url(django_db_setup, django_db_blocker):
     """A daphne serving the app on the test database (test settings: tasks run inline)."""
     with django_db_blocker.unblock():
         url = database_url()
-    port = _free_port()
+    port = free_port()
     process = start_daphne(
         port,
         {

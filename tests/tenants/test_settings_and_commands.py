@@ -7,13 +7,13 @@ import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
-from urllib.parse import quote
 
 from django.core.management import call_command
 
 from apps.tenants.models import ApiKey, Organization
 from apps.tenants.roles import PERMISSION_LABELS, ROLE_ORDER, ROLE_PERMISSIONS
 from apps.tenants.services import api_key_authenticate
+from tests.processes import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,16 +124,6 @@ asyncio.run(main())
 """
 
 
-def _test_database_url() -> str:
-    from django.db import connection
-
-    db = connection.settings_dict
-    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
-    return f"postgres://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
-
-
 def test_the_web_server_reuses_database_connections_across_requests(django_db_setup):
     """Django runs each ASGI request's sync code in a thread of its own; without the pool that
     `memorysaas.asgi` turns on, each request would open a new PostgreSQL connection. Eight
@@ -146,7 +136,7 @@ def test_the_web_server_reuses_database_connections_across_requests(django_db_se
         env={
             **env,
             "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local",
-            "DATABASE_URL": _test_database_url(),
+            "DATABASE_URL": database_url(),
         },
         capture_output=True,
         text=True,
