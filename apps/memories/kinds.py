@@ -164,7 +164,7 @@ def default_half_life(memory_type: str) -> float | None:
 
 
 # Methodology phase names (V5 §3, the native plugin) onto the six universal phases.
-_NATIVE_PHASES = {
+NATIVE_PHASES = {
     "planning": "define",
     "spec": "define",
     "coding": "implement",
@@ -180,4 +180,4 @@ def universal_phase(name: str | None) -> str:
     key = (name or "").strip().lower()
     if key in Phase.__members__.values():
         return key
-    return _NATIVE_PHASES.get(key, Phase.EXPLORE.value)
+    return NATIVE_PHASES.get(key, Phase.EXPLORE.value)

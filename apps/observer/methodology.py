@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from apps.memories.kinds import NATIVE_PHASES
+
 UNIVERSAL_PHASES = ("define", "implement", "validate", "refine", "explore", "reflect")
 
 
@@ -48,16 +50,7 @@ class Plugin:
 NATIVE = Plugin(
     id="native",
     display_name="Native (spec / subtask)",
-    phases={
-        "planning": "define",
-        "spec": "define",
-        "coding": "implement",
-        "qa_review": "validate",
-        "qa_fix": "refine",
-        "debugging": "refine",
-        "insights": "explore",
-        "retrospective": "reflect",
-    },
+    phases={**NATIVE_PHASES, "retrospective": "reflect"},
     levels=("spec", "subtask"),
     relays=(
         Relay("planner", "coder"),

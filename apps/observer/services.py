@@ -278,16 +278,11 @@ def _save_checkpoint(session: Session, pad: Scratchpad) -> None:
     _remember(session, pad)
 
 
-def _promote_incremental(session: Session, pad: Scratchpad, actor: Principal) -> promotion.Result:
-    gate = gate_for(session.session_type)
-    result = promotion.Result()
-    candidates = promotion.note_candidates(pad, gate)
-    for signal in derive(pad):
-        if signal.kind == "self_correction":
-            stat = promotion.Stat(1, 0, 0, 0, [], [], {}, None)
-            candidates += promotion.signal_candidates(
-                signals=[signal], stats={(signal.kind, signal.key): stat}, gate=gate, pad=pad, siblings=set()
-            )
+def _trust_and_store(
+    session: Session, pad: Scratchpad, actor: Principal, candidates: list, gate, result: promotion.Result
+) -> list:
+    """The last steps every promotion shares: drop what this session already promoted, apply the
+    trust gate, store under the gate's cap. Returns the candidates that went to `store`."""
     candidates = [c for c in candidates if c.ident not in pad.promoted_keys]
     for c in candidates:
         promotion.apply_trust(c, pad)
@@ -299,7 +294,21 @@ def _promote_incremental(session: Session, pad: Scratchpad, actor: Principal) ->
         cap=gate.cap,
         result=result,
     )
-    pad.promoted_keys.update(c.ident for c in candidates)
+    return candidates
+
+
+def _promote_incremental(session: Session, pad: Scratchpad, actor: Principal) -> promotion.Result:
+    gate = gate_for(session.session_type)
+    result = promotion.Result()
+    candidates = promotion.note_candidates(pad, gate)
+    for signal in derive(pad):
+        if signal.kind == "self_correction":
+            stat = promotion.Stat(1, 0, 0, 0, [], [], {}, None)
+            candidates += promotion.signal_candidates(
+                signals=[signal], stats={(signal.kind, signal.key): stat}, gate=gate, pad=pad, siblings=set()
+            )
+    stored = _trust_and_store(session, pad, actor, candidates, gate, result)
+    pad.promoted_keys.update(c.ident for c in stored)
     session.promoted_memory_ids = [*session.promoted_memory_ids, *result.created]
     return result
 
@@ -389,17 +398,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
                     candidates.append(outcome)
         elif gate.outcomes:
             candidates += promotion.dead_end_candidates(pad, session.task)  # genuine dead ends survive
-        candidates = [c for c in candidates if c.ident not in pad.promoted_keys]
-        for c in candidates:
-            promotion.apply_trust(c, pad)
-        promotion.store(
-            project=session.project,
-            session=session,
-            actor=actor,
-            candidates=candidates,
-            cap=gate.cap,
-            result=result,
-        )
+        _trust_and_store(session, pad, actor, candidates, gate, result)
         session.status = SessionStatus.COMPLETED
         session.finalized_at = timezone.now()
         session.promoted_memory_ids = [*session.promoted_memory_ids, *result.created]
