@@ -23,9 +23,10 @@ def index_name(dims: int) -> str:
     return f"memory_embedding_hnsw_{int(dims)}"
 
 
-def distance_expr(dims: int, column: str = "embedding") -> str:
-    """The ordering expression the HNSW index for `dims` answers (cosine distance)."""
-    return f"({column}::vector({int(dims)}) <=> %s::vector({int(dims)}))"
+def distance_expr(dims: int, column: str = "embedding", query: str = "%s") -> str:
+    """The ordering expression the HNSW index for `dims` answers (cosine distance) between
+    `column` and `query` (a parameter placeholder by default, or a column of another relation)."""
+    return f"({column}::vector({int(dims)}) <=> {query}::vector({int(dims)}))"
 
 
 def ensure_hnsw_index(dims: int, *, concurrently: bool = False) -> None:

@@ -511,11 +511,11 @@ def _nearest(
             SELECT c.i, m.id, m.similarity
             FROM unnest(%s::int[], %s::text[], %s::text[]) AS c(i, type, vector)
             CROSS JOIN LATERAL (
-                SELECT id, 1 - {distance_expr(dims).replace("%s", "c.vector")} AS similarity
+                SELECT id, 1 - {distance_expr(dims, query="c.vector")} AS similarity
                 FROM memories_memory
                 WHERE project_id = %s AND type = c.type AND deprecated = false
                   AND embedding_dims = %s AND embedding_model = %s
-                ORDER BY {distance_expr(dims).replace("%s", "c.vector")} LIMIT 1
+                ORDER BY {distance_expr(dims, query="c.vector")} LIMIT 1
             ) m
             """,
             [

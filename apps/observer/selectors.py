@@ -30,11 +30,19 @@ def _as_uuid(value: str | UUID) -> UUID | None:
         return None
 
 
+def sessions_visible(principal: Principal):
+    """Sessions of the projects the principal sees, narrowed to its key's project if it has one."""
+    sessions = Session.objects.visible_to(principal)
+    if principal.project_limit is not None:
+        sessions = sessions.filter(project_id=principal.project_limit)
+    return sessions
+
+
 def session_get(*, principal: Principal, session_id: str | UUID) -> Session:
     """The session if its project is visible to the principal (404 otherwise)."""
     as_id = _as_uuid(session_id)
     session = (
-        Session.objects.visible_to(principal)
+        sessions_visible(principal)
         .select_related("project", "project__organization")
         .defer("scratchpad")  # large; read only when this process has no fresh copy
         .filter(id=as_id)
@@ -43,9 +51,6 @@ def session_get(*, principal: Principal, session_id: str | UUID) -> Session:
         else None
     )
     if session is None:
-        raise NotFound("No such session.")
-    limit = principal.project_limit
-    if limit is not None and session.project_id != limit:
         raise NotFound("No such session.")
     return session
 

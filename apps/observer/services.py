@@ -27,6 +27,7 @@ from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
 from apps.observer.scratchpad import Scratchpad
+from apps.observer.selectors import sessions_visible
 from apps.observer.signals import derive, parallel_conflicts
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
@@ -177,12 +178,10 @@ _APPEND = f"""
 def _lock_for_ingest(session: Session | UUID, principal: Principal | None) -> Session:
     """The session row, locked. With a principal, the tenant check is part of the same query:
     a session the principal cannot see is a 404, one it may not write to a 403."""
-    sessions = Session.objects.select_for_update().only(*_LOCK_FIELDS)
-    if principal is not None:
-        sessions = sessions.visible_to(principal)
-        if principal.project_limit is not None:
-            sessions = sessions.filter(project_id=principal.project_limit)
-    locked = sessions.filter(id=getattr(session, "id", session)).first()
+    sessions = Session.objects if principal is None else sessions_visible(principal)
+    locked = (
+        sessions.select_for_update().only(*_LOCK_FIELDS).filter(id=getattr(session, "id", session)).first()
+    )
     if locked is None:
         raise NotFound("No such session.")
     if principal is not None:
