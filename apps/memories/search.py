@@ -32,7 +32,7 @@ from django.db.models import BooleanField, FloatField, IntegerField, QuerySet, T
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from apps.memories import fusion, hyde
+from apps.memories import beside, fusion, hyde
 from apps.memories.codetokens import analyze_fields, tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
@@ -179,14 +179,14 @@ def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
 
 
 def keyword_candidates(
-    base: MemoryQuerySet, query: str, project: Project
+    base: MemoryQuerySet, query: str, project: Project, fields: Sequence[str] = ()
 ) -> tuple[QuerySet, dict[str, int], int]:
     """The keyword path's SQL: memories holding the query's rarer lexemes (GIN index), best
-    `ts_rank` first, each with its length and the query lexemes it holds with their weights;
-    plus every query lexeme's document frequency and the project's memory count."""
+    `ts_rank` first, each with its length and the query lexemes it holds with their weights
+    (and `fields`); plus every query lexeme's document frequency and the project's memory count."""
     dfs, n_docs = _query_lexemes(query, project)
     if not dfs:
-        return base.none().values_list("id", "id", "id"), dfs, n_docs
+        return base.none().values_list("id", "id", "id", *fields), dfs, n_docs
     selection = {term: max(df, 1) for term, df in dfs.items()}
     tsquery = tsquery_any(select_filter_terms(selection, max(n_docs, 1)))
     rows = (
@@ -203,7 +203,7 @@ def keyword_candidates(
             ),
         )
         .order_by("-ts", "id")
-        .values_list("id", "doclen", "hits")[:KEYWORD_POOL]
+        .values_list("id", "doclen", "hits", *fields)[:KEYWORD_POOL]
     )
     return rows, dfs, n_docs
 
@@ -279,6 +279,26 @@ def _distance(vector: np.ndarray, model_id: str) -> RawSQL:
     )
 
 
+def _candidate_rows(ids: list[str], vector: np.ndarray | None, model_id: str) -> dict[str, dict[str, Any]]:
+    """What fusion and weighing need of each candidate, with its cosine distance to `vector`
+    (NULL for another model's vectors): one statement, without the ORM's per-query cost."""
+    if not ids:
+        return {}
+    columns = ", ".join(f"m.{name}" for name in _WEIGHT_FIELDS)
+    distance, params = "NULL::float", []
+    if vector is not None:
+        dims = int(len(vector))
+        distance = f"CASE WHEN m.embedding_dims = %s AND m.embedding_model = %s THEN {distance_expr(dims, 'm.embedding')} END"
+        params = [dims, model_id, vector_literal(vector)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns}, {distance} FROM memories_memory m WHERE m.id = ANY(%s::uuid[])",
+            [*params, ids],
+        )
+        names = [*_WEIGHT_FIELDS, "distance"]
+        return {str(row[0]): dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
+
+
 # ---------------------------------------------------------------- the pipeline
 
 
@@ -323,7 +343,6 @@ def search(
 
     provider = get_provider()
     vector = None
-    rankings: dict[str, list[tuple[str, float]]] = {}
     hyde_outcome = hyde.Outcome("not_run")
     if "dense" in paths and query.strip():
         vector = embed_query(query_embedding_text(query), provider)
@@ -332,11 +351,6 @@ def search(
         if hyde_outcome.text:
             vector = hyde.combine(vector, embed_query(hyde_outcome.text, provider))
         clock.lap("hyde")
-        rankings["dense"] = dense_path(base, vector, model_id=provider.model_id)
-        clock.lap("dense")
-    if "keyword" in paths and query.strip():
-        rankings["keyword"] = keyword_path(base, query, project)
-        clock.lap("keyword")
     # The boost asks for the neighbours of the top results' files; when those are the files
     # already asked about (one memory about the file in play, say), the first answer serves.
     asked: dict[frozenset[str], dict[str, float]] = {}
@@ -347,21 +361,37 @@ def search(
             asked[key] = file_neighbours(project.id, in_play)[0]
         return asked[key]
 
-    if "graph" in paths and graph_files:
-        neighbours = neighbours_of(graph_files)
-        rankings["graph"] = graph_path(base, neighbours, vector=vector, model_id=provider.model_id)
-        clock.lap("graph")
+    def dense_and_graph() -> tuple[dict[str, list[tuple[str, float]]], dict[str, float]]:
+        found: dict[str, list[tuple[str, float]]] = {}
+        path_clock = _Clock()
+        if vector is not None:
+            found["dense"] = dense_path(base, vector, model_id=provider.model_id)
+            path_clock.lap("dense")
+        if "graph" in paths and graph_files:
+            neighbours = neighbours_of(graph_files)
+            found["graph"] = graph_path(base, neighbours, vector=vector, model_id=provider.model_id)
+            path_clock.lap("graph")
+        return found, path_clock.timings
+
+    # Dense and graph run on a second connection while this thread runs the keyword path.
+    dense_and_graph_result = beside.start(dense_and_graph)
+    keyword_found = None
+    if "keyword" in paths and query.strip():
+        started = time.perf_counter()
+        keyword_found = keyword_path(base, query, project)
+        keyword_ms = round((time.perf_counter() - started) * 1000, 3)
+    rankings, path_timings = dense_and_graph_result()
+    if keyword_found is not None:
+        rankings["keyword"] = keyword_found
+    clock.lap("paths")
+    clock.timings.update(path_timings)
+    if keyword_found is not None:
+        clock.timings["keyword"] = keyword_ms
 
     ranked_ids = {path: [i for i, _ in found] for path, found in rankings.items()}
     candidates = list(dict.fromkeys(i for ids in ranked_ids.values() for i in ids))
-    rows = Memory.objects.filter(id__in=candidates)
-    if vector is not None:
-        rows = rows.annotate(distance=_distance(vector, provider.model_id))
-    info = {
-        str(row["id"]): row
-        for row in rows.values(*_WEIGHT_FIELDS, *(("distance",) if vector is not None else ()))
-    }
-    cosines = {i: 1.0 - float(row["distance"]) for i, row in info.items() if row.get("distance") is not None}
+    info = _candidate_rows(candidates, vector, provider.model_id)
+    cosines = {i: 1.0 - float(row["distance"]) for i, row in info.items() if row["distance"] is not None}
     rrf = fusion.weighted_rrf(ranked_ids, rrf_weights)
     fused = fusion.score_fusion(
         cosines=cosines,

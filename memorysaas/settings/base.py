@@ -196,6 +196,10 @@ OPENAI_CHAT_MODEL = env_str("OPENAI_CHAT_MODEL", "gpt-4o-mini")
 # HyDE in search (apps/memories/hyde.py): on whenever an LLM is configured, unless switched off.
 SEARCH_HYDE = env_bool("SEARCH_HYDE", True)
 HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
+# Search runs its dense and graph paths on a second connection beside the keyword path
+# (apps/memories/beside.py); the workers per process each keep one connection.
+SEARCH_CONCURRENT = env_bool("SEARCH_CONCURRENT", True)
+SEARCH_CONCURRENT_WORKERS = env_int("SEARCH_CONCURRENT_WORKERS", 2)
 COHERE_API_KEY = env_str("COHERE_API_KEY")
 COHERE_BASE_URL = env_str("COHERE_BASE_URL") or None
 COHERE_RERANK_MODEL = env_str("COHERE_RERANK_MODEL", "rerank-v3.5")

@@ -15,6 +15,10 @@ Q_CLUSTER = {**Q_CLUSTER, "sync": True}
 # Tests that need Redis ask for it explicitly; the default layer stays in-process.
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Most tests run inside a transaction, where search reads on one connection anyway; a live
+# server's search would leave worker connections open on the test database. The tests of
+# concurrent search switch it on and close those connections (tests/memories/test_search.py).
+SEARCH_CONCURRENT = False
 MEDIA_ROOT = BASE_DIR / ".data" / "test-media"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = None  # served from the finders; collectstatic is for production

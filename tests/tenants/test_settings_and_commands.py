@@ -8,6 +8,7 @@ import sys
 from io import StringIO
 from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 
 from apps.tenants.models import ApiKey, Organization
@@ -145,3 +146,18 @@ def test_the_web_server_reuses_database_connections_across_requests(django_db_se
     statuses, new = result.stdout.rsplit("new_sessions", 1)
     assert statuses.strip() == str([401] * 8), result.stdout
     assert int(new) <= 3, result.stdout
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("DATABASE_URL")), reason="an external server is tuned by its operator"
+)
+@pytest.mark.django_db
+def test_the_embedded_server_runs_with_the_configured_shared_buffers():
+    from django.db import connection
+
+    wanted = os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "1GB")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)", [wanted]
+        )
+        assert cursor.fetchone()[0] is True
