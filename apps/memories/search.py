@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -46,6 +46,7 @@ from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DENSE_TOP = 30
 KEYWORD_TOP = 50
@@ -279,6 +280,15 @@ def _distance(vector: np.ndarray, model_id: str) -> RawSQL:
     )
 
 
+def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
+    def run() -> tuple[T, float]:
+        started = time.perf_counter()
+        result = fn()
+        return result, round((time.perf_counter() - started) * 1000, 3)
+
+    return run
+
+
 def _candidate_rows(ids: list[str], vector: np.ndarray | None, model_id: str) -> dict[str, dict[str, Any]]:
     """What fusion and weighing need of each candidate, with its cosine distance to `vector`
     (NULL for another model's vectors): one statement, without the ORM's per-query cost."""
@@ -361,32 +371,24 @@ def search(
             asked[key] = file_neighbours(project.id, in_play)[0]
         return asked[key]
 
-    def dense_and_graph() -> tuple[dict[str, list[tuple[str, float]]], dict[str, float]]:
-        found: dict[str, list[tuple[str, float]]] = {}
-        path_clock = _Clock()
-        if vector is not None:
-            found["dense"] = dense_path(base, vector, model_id=provider.model_id)
-            path_clock.lap("dense")
-        if "graph" in paths and graph_files:
-            neighbours = neighbours_of(graph_files)
-            found["graph"] = graph_path(base, neighbours, vector=vector, model_id=provider.model_id)
-            path_clock.lap("graph")
-        return found, path_clock.timings
-
-    # Dense and graph run on a second connection while this thread runs the keyword path.
-    dense_and_graph_result = beside.start(dense_and_graph)
-    keyword_found = None
+    runs: dict[str, Callable[[], list[tuple[str, float]]]] = {}
+    if vector is not None:
+        runs["dense"] = lambda: dense_path(base, vector, model_id=provider.model_id)
     if "keyword" in paths and query.strip():
-        started = time.perf_counter()
-        keyword_found = keyword_path(base, query, project)
-        keyword_ms = round((time.perf_counter() - started) * 1000, 3)
-    rankings, path_timings = dense_and_graph_result()
-    if keyword_found is not None:
-        rankings["keyword"] = keyword_found
+        runs["keyword"] = lambda: keyword_path(base, query, project)
+    if "graph" in paths and graph_files:
+        runs["graph"] = lambda: graph_path(
+            base, neighbours_of(graph_files), vector=vector, model_id=provider.model_id
+        )
+    # The dense and graph paths run on connections of their own while this thread runs the
+    # keyword path (beside.py); each reports its own time, `paths` the time of all three.
+    waiting = {name: beside.start(_timed(run)) for name, run in runs.items() if name != "keyword"}
+    rankings: dict[str, list[tuple[str, float]]] = {}
+    if "keyword" in runs:
+        rankings["keyword"], clock.timings["keyword"] = _timed(runs["keyword"])()
+    for name, result in waiting.items():
+        rankings[name], clock.timings[name] = result()
     clock.lap("paths")
-    clock.timings.update(path_timings)
-    if keyword_found is not None:
-        clock.timings["keyword"] = keyword_ms
 
     ranked_ids = {path: [i for i, _ in found] for path, found in rankings.items()}
     candidates = list(dict.fromkeys(i for ids in ranked_ids.values() for i in ids))

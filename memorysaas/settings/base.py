@@ -233,5 +233,5 @@ EMBEDDING_CACHE_TTL_DAYS = env_int("EMBEDDING_CACHE_TTL_DAYS", 7)
 MEMORY_INJECTION_MIN_CONFIDENCE = float(env_str("MEMORY_INJECTION_MIN_CONFIDENCE", "0.5"))
 # pgvector HNSW search: candidates per scan step, and how far an iterative scan may go to
 # fill a tenant-filtered top-k before it gives up.
-MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 200)
+MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 400)
 MEMORY_HNSW_MAX_SCAN_TUPLES = env_int("MEMORY_HNSW_MAX_SCAN_TUPLES", 40000)
