@@ -28,7 +28,15 @@ import numpy as np
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import BooleanField, FloatField, IntegerField, QuerySet, TextField
+from django.db.models import (
+    BooleanField,
+    FloatField,
+    IntegerField,
+    Prefetch,
+    QuerySet,
+    TextField,
+    prefetch_related_objects,
+)
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -37,10 +45,10 @@ from apps.memories.codetokens import analyze_fields, tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
 from apps.memories.kinds import universal_phase
-from apps.memories.models import Memory, MemoryQuerySet
+from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
-from apps.memories.selectors import memories_by_ids, memories_visible
+from apps.memories.selectors import memories_visible
 from apps.memories.vectors import distance_expr, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -53,10 +61,9 @@ KEYWORD_TOP = 50
 KEYWORD_POOL = 100
 GRAPH_TOP = 40
 RERANK_TOP = 20
-_WEIGHT_FIELDS = (
-    "id", "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
-    "decay_half_life_days", "last_accessed_at", "created_at", "related_files",
-)  # fmt: skip
+# A candidate's row holds every column a result needs but the two heavy ones, so the results
+# are built from it (Model.from_db) without loading them again.
+_RESULT_FIELDS = [f for f in Memory._meta.concrete_fields if f.attname not in ("embedding", "search_vector")]
 
 
 @dataclass
@@ -290,23 +297,45 @@ def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
 
 
 def _candidate_rows(ids: list[str], vector: np.ndarray | None, model_id: str) -> dict[str, dict[str, Any]]:
-    """What fusion and weighing need of each candidate, with its cosine distance to `vector`
-    (NULL for another model's vectors): one statement, without the ORM's per-query cost."""
+    """Each candidate's columns (as the database returns them), whether it has relations, and
+    its cosine distance to `vector` (NULL for another model's vectors): one statement, without
+    the ORM's per-query and per-instance cost."""
     if not ids:
         return {}
-    columns = ", ".join(f"m.{name}" for name in _WEIGHT_FIELDS)
+    columns = ", ".join(f"m.{field.column}" for field in _RESULT_FIELDS)
     distance, params = "NULL::float", []
     if vector is not None:
         dims = int(len(vector))
         distance = f"CASE WHEN m.embedding_dims = %s AND m.embedding_model = %s THEN {distance_expr(dims, 'm.embedding')} END"
         params = [dims, model_id, vector_literal(vector)]
+    relations = "EXISTS (SELECT 1 FROM memories_memoryrelation r WHERE r.memory_id = m.id)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns}, {distance} FROM memories_memory m WHERE m.id = ANY(%s::uuid[])",
+            f"SELECT {columns}, {relations}, {distance} FROM memories_memory m WHERE m.id = ANY(%s::uuid[])",
             [*params, ids],
         )
-        names = [*_WEIGHT_FIELDS, "distance"]
+        names = [*(field.attname for field in _RESULT_FIELDS), "has_relations", "distance"]
         return {str(row[0]): dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
+
+
+def _memories_from_rows(rows: list[dict[str, Any]]) -> list[Memory]:
+    """Model instances from candidate rows, through each field's database converters as a
+    queryset would, with their relations prefetched (no query when none has any)."""
+    names = [field.attname for field in _RESULT_FIELDS]
+    memories = []
+    for row in rows:
+        values = []
+        for result_field in _RESULT_FIELDS:
+            value = row[result_field.attname]
+            for converter in result_field.get_db_converters(connection):
+                value = converter(value, None, connection)
+            values.append(value)
+        memories.append(Memory.from_db(connection.alias, names, values))
+    with_relations = [m for m, row in zip(memories, rows, strict=True) if row["has_relations"]]
+    without = [m for m, row in zip(memories, rows, strict=True) if not row["has_relations"]]
+    prefetch_related_objects(with_relations, "relations")
+    prefetch_related_objects(without, Prefetch("relations", queryset=MemoryRelation.objects.none()))
+    return memories
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -456,7 +485,7 @@ def search(
     clock.lap("rerank")
 
     final = ordered[:limit]
-    memories = {str(m.id): m for m in memories_by_ids(final)}
+    memories = {str(m.id): m for m in _memories_from_rows([info[i] for i in final])}
     path_rank = {path: {i: r for r, i in enumerate(ids, start=1)} for path, ids in ranked_ids.items()}
     hits = [
         Hit(

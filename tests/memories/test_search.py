@@ -7,6 +7,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.memories import fusion, services
 from apps.memories.models import Memory
@@ -225,3 +227,30 @@ def test_cohere_rerank_through_the_real_sdk(alice, corpus, fake_cohere):
     assert request["query"] == "pages past the end"
     assert "paginator" in result.hits[0].memory.content
     assert result.hits[0].components["rerank"] == 1.0
+
+
+def test_results_are_whole_memories_with_payload_and_relations(alice, corpus):
+    dead_end = make_memory(
+        alice,
+        type="dead_end",
+        content="Retrying verifyJwt with a longer clock skew did not fix the expiry errors.",
+        payload={"approach_tried": "longer skew", "why_it_failed": "tokens were really expired"},
+        relations=[{"relation_type": "conflicts_with", "target_memory_id": str(corpus["jwt"].id)}],
+        related_files=["auth/tokens.ts"],
+    )
+    result = search(principal=alice.principal, project=alice.project, query="verifyJwt clock skew", limit=5)
+    by_id = {hit.memory.id: hit.memory for hit in result.hits}
+    assert {dead_end.id, corpus["jwt"].id} <= set(by_id)
+    found = by_id[dead_end.id]
+    assert found.payload["why_it_failed"] == "tokens were really expired"
+    assert found.content == dead_end.content and found.version == dead_end.version
+    with CaptureQueriesContext(connection) as queries:
+        assert [r.target_memory_id for r in found.relations.all()] == [corpus["jwt"].id]
+        assert list(by_id[corpus["jwt"].id].relations.all()) == []
+    assert len(queries) == 0  # relations came with the results
+
+
+def test_results_without_relations_cost_no_relations_query(alice, corpus):
+    with CaptureQueriesContext(connection) as queries:
+        search(principal=alice.principal, project=alice.project, query="paginator EmptyPage", limit=5)
+    assert not any("memories_memoryrelation" in q["sql"] and "EXISTS" not in q["sql"] for q in queries)
