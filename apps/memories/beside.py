@@ -6,8 +6,9 @@ search costs about the slower of the two instead of their sum.
 
 A worker thread keeps its own Django connection between searches, checked the way Django
 checks a request's connection (`close_old_connections`: age and health). The read runs in the
-calling thread instead when concurrency is off (`SEARCH_CONCURRENT=0`) or when that thread
-has a transaction open: another connection could not see what the transaction wrote.
+calling thread instead when concurrency is off (`SEARCH_CONCURRENT=0`), when that thread
+has a transaction open (another connection could not see what the transaction wrote), or
+when it is itself a worker (waiting on a read queued behind its own could deadlock).
 A worker whose connection fails hands the read back to the calling thread.
 """
 
@@ -28,6 +29,7 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
+_worker = threading.local()  # set in the workers: a read they start runs in place (no nesting)
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -41,6 +43,7 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def _in_worker(fn: Callable[[], T]) -> T:
+    _worker.active = True
     close_old_connections()
     try:
         return fn()
@@ -50,7 +53,11 @@ def _in_worker(fn: Callable[[], T]) -> T:
 
 
 def can_run_beside() -> bool:
-    return bool(settings.SEARCH_CONCURRENT) and not connection.in_atomic_block
+    return (
+        bool(settings.SEARCH_CONCURRENT)
+        and not connection.in_atomic_block
+        and not getattr(_worker, "active", False)
+    )
 
 
 def start(fn: Callable[[], T]) -> Callable[[], T]:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from uuid import UUID
+
+from apps.memories import beside
 
 logger = logging.getLogger(__name__)
 
@@ -45,18 +48,20 @@ def neighbour_providers() -> list[NeighbourProvider]:
 
 
 def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float], dict[str, str]]:
-    """Every provider's neighbours of `files` merged (max weight), and which provider gave each."""
+    """Every provider's neighbours of `files` merged (max weight), and which provider gave each.
+    The providers are independent reads, so all but the last run beside this thread."""
     merged: dict[str, float] = {}
     origin: dict[str, str] = {}
     if not files:
         return merged, origin
     in_play = set(files)
-    for name, provider in list(_PROVIDERS.items()):
-        try:
-            found = provider(project_id, list(files)) or {}
-        except Exception:
-            logger.exception("Neighbour provider %s failed", name)
-            continue
+    asks = [
+        (name, partial(_ask, name, provider, project_id, list(files)))
+        for name, provider in _PROVIDERS.items()
+    ]
+    waiting = [(name, beside.start(ask)) for name, ask in asks[:-1]]
+    answers = [*((name, result()) for name, result in waiting), *((name, ask()) for name, ask in asks[-1:])]
+    for name, found in answers:
         for path, weight in found.items():
             if path in in_play or weight <= 0:
                 continue
@@ -65,6 +70,14 @@ def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float
                 merged[path] = weight
                 origin[path] = name.rsplit(".", 1)[-1]
     return merged, origin
+
+
+def _ask(name: str, provider: NeighbourProvider, project_id: UUID, files: list[str]) -> dict[str, float]:
+    try:
+        return provider(project_id, files) or {}
+    except Exception:
+        logger.exception("Neighbour provider %s failed", name)
+        return {}
 
 
 def co_mentioned_files(project_id: UUID, files: list[str]) -> dict[str, float]:

@@ -4,10 +4,17 @@ open transaction's rows) and close the worker connections before the database go
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.db import connection, transaction
 
 from apps.memories import beside
+from apps.memories.neighbours import (
+    file_neighbours,
+    register_neighbour_provider,
+    unregister_neighbour_provider,
+)
 from apps.memories.search import search
 from tests.memories.factories import make_memory
 
@@ -75,3 +82,26 @@ def test_concurrent_search_ranks_exactly_as_the_sequential_one(alice, concurrent
         assert [h.ranks for h in concurrent_result.hits] == [h.ranks for h in sequential.hits]
         assert concurrent_result.hits, ask
         assert {"paths", "dense", "keyword"} <= set(concurrent_result.timings_ms)
+
+
+def test_neighbour_providers_run_beside_and_a_failing_one_is_skipped(alice, concurrent):
+    threads: dict[str, str] = {}
+
+    def imports(project_id, files):
+        threads["imports"] = threading.current_thread().name
+        return {"views/list.py": 1.0, "core/pages.py": 0.4}
+
+    def broken(project_id, files):
+        threads["broken"] = threading.current_thread().name
+        raise RuntimeError("provider down")
+
+    register_neighbour_provider(imports)
+    register_neighbour_provider(broken)
+    try:
+        merged, origin = file_neighbours(alice.project.id, ["core/paginator.py"])
+    finally:
+        unregister_neighbour_provider(imports)
+        unregister_neighbour_provider(broken)
+    assert merged["views/list.py"] == 1.0 and origin["views/list.py"] == "imports"
+    assert threads["imports"].startswith("search-beside")  # not the last provider: beside
+    assert threads["broken"] == threading.current_thread().name  # the last one: in place
