@@ -61,8 +61,12 @@ KEYWORD_TOP = 50
 KEYWORD_POOL = 100
 GRAPH_TOP = 40
 RERANK_TOP = 20
-# A candidate's row holds every column a result needs but the two heavy ones, so the results
-# are built from it (Model.from_db) without loading them again.
+# What fusion and weighing read of each candidate.
+_WEIGHT_FIELDS = (
+    "id", "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
+    "decay_half_life_days", "last_accessed_at", "created_at", "related_files",
+)  # fmt: skip
+# What a result carries: every column but the two heavy ones.
 _RESULT_FIELDS = [f for f in Memory._meta.concrete_fields if f.attname not in ("embedding", "search_vector")]
 
 
@@ -297,12 +301,12 @@ def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
 
 
 def _candidate_rows(ids: list[str], vector: np.ndarray | None, model_id: str) -> dict[str, dict[str, Any]]:
-    """Each candidate's columns (as the database returns them), whether it has relations, and
-    its cosine distance to `vector` (NULL for another model's vectors): one statement, without
-    the ORM's per-query and per-instance cost."""
+    """What fusion and weighing need of each candidate, whether it has relations, and its
+    cosine distance to `vector` (NULL for another model's vectors): one statement, without
+    the ORM's per-query cost."""
     if not ids:
         return {}
-    columns = ", ".join(f"m.{field.column}" for field in _RESULT_FIELDS)
+    columns = ", ".join(f"m.{name}" for name in _WEIGHT_FIELDS)
     distance, params = "NULL::float", []
     if vector is not None:
         dims = int(len(vector))
@@ -314,25 +318,32 @@ def _candidate_rows(ids: list[str], vector: np.ndarray | None, model_id: str) ->
             f"SELECT {columns}, {relations}, {distance} FROM memories_memory m WHERE m.id = ANY(%s::uuid[])",
             [*params, ids],
         )
-        names = [*(field.attname for field in _RESULT_FIELDS), "has_relations", "distance"]
+        names = [*_WEIGHT_FIELDS, "has_relations", "distance"]
         return {str(row[0]): dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
 
 
-def _memories_from_rows(rows: list[dict[str, Any]]) -> list[Memory]:
-    """Model instances from candidate rows, through each field's database converters as a
-    queryset would, with their relations prefetched (no query when none has any)."""
-    names = [field.attname for field in _RESULT_FIELDS]
-    memories = []
+def _results(ids: list[str], has_relations: set[str]) -> dict[str, Memory]:
+    """The result memories by id: one statement, instances made as a queryset makes them
+    (Model.from_db after each field's database converters), relations prefetched only for
+    the ones that have any (the others get an empty set without a query)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(f.column for f in _RESULT_FIELDS)} FROM memories_memory WHERE id = ANY(%s::uuid[])",
+            [ids],
+        )
+        rows = cursor.fetchall()
+    names = [f.attname for f in _RESULT_FIELDS]
+    converters = [(i, f.get_db_converters(connection)) for i, f in enumerate(_RESULT_FIELDS)]
+    memories = {}
     for row in rows:
-        values = []
-        for result_field in _RESULT_FIELDS:
-            value = row[result_field.attname]
-            for converter in result_field.get_db_converters(connection):
-                value = converter(value, None, connection)
-            values.append(value)
-        memories.append(Memory.from_db(connection.alias, names, values))
-    with_relations = [m for m, row in zip(memories, rows, strict=True) if row["has_relations"]]
-    without = [m for m, row in zip(memories, rows, strict=True) if not row["has_relations"]]
+        values = list(row)
+        for i, field_converters in converters:
+            for converter in field_converters:
+                values[i] = converter(values[i], None, connection)
+        memory = Memory.from_db(connection.alias, names, values)
+        memories[str(memory.id)] = memory
+    with_relations = [m for i, m in memories.items() if i in has_relations]
+    without = [m for i, m in memories.items() if i not in has_relations]
     prefetch_related_objects(with_relations, "relations")
     prefetch_related_objects(without, Prefetch("relations", queryset=MemoryRelation.objects.none()))
     return memories
@@ -485,7 +496,7 @@ def search(
     clock.lap("rerank")
 
     final = ordered[:limit]
-    memories = {str(m.id): m for m in _memories_from_rows([info[i] for i in final])}
+    memories = _results(final, {i for i in final if info[i]["has_relations"]})
     path_rank = {path: {i: r for r, i in enumerate(ids, start=1)} for path, ids in ranked_ids.items()}
     hits = [
         Hit(
