@@ -8,6 +8,7 @@ Call `publish` from `transaction.on_commit` so nothing is announced that was rol
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -23,11 +24,12 @@ def project_group(project_id: UUID | str) -> str:
     return f"project.{project_id}"
 
 
-def next_project_seq(project_id: UUID | str) -> int:
+def next_project_seq(project_id: UUID | str, count: int = 1) -> int:
+    """Take `count` sequence numbers (one statement); returns the last (0 without a project)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE tenants_project SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq",
-            [str(project_id)],
+            "UPDATE tenants_project SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq",
+            [count, str(project_id)],
         )
         row = cursor.fetchone()
     return row[0] if row else 0
@@ -41,14 +43,30 @@ def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
 
 def publish(project_id: UUID | str, event: str, data: dict[str, Any] | None = None) -> int:
     """Send `event` to everyone watching the project. Returns the sequence number used."""
-    seq = next_project_seq(project_id)
+    return publish_many(project_id, [(event, data)])[0]
+
+
+def publish_many(project_id: UUID | str, events: Sequence[tuple[str, dict[str, Any] | None]]) -> list[int]:
+    """Send several events to the project's watchers, in order: one statement numbers them all and
+    one hop to the channel layer sends them. Returns the sequence numbers used."""
+    last = next_project_seq(project_id, len(events))
+    seqs = [last - len(events) + 1 + i if last else 0 for i in range(len(events))]
     layer = get_channel_layer()
-    if layer is None:
-        return seq
-    message = {"type": "project.event", "event": event, "seq": seq, "data": _jsonable(data or {})}
+    if layer is None or not events:
+        return seqs
+    group = project_group(project_id)
+    messages = [
+        {"type": "project.event", "event": event, "seq": seq, "data": _jsonable(data or {})}
+        for (event, data), seq in zip(events, seqs, strict=True)
+    ]
+
+    async def send() -> None:
+        for message in messages:
+            await layer.group_send(group, message)
+
     try:
-        async_to_sync(layer.group_send)(project_group(project_id), message)
+        async_to_sync(send)()
     except Exception:
         # A broken channel layer must not fail the write that already committed.
-        logger.exception("Could not publish %s for project %s", event, project_id)
-    return seq
+        logger.exception("Could not publish %s for project %s", [e for e, _ in events], project_id)
+    return seqs

@@ -8,6 +8,7 @@ embedding_dims = N`, and queries order by the same expression so the planner use
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,7 +17,15 @@ from django.db import connection
 
 
 def vector_literal(vector: Sequence[float] | np.ndarray) -> str:
-    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+    """pgvector's text form, exact for float32 (9 significant digits), formatted by one C-level
+    `%` over the whole vector: per-float formatting in Python costs more than the query."""
+    values = vector.tolist() if isinstance(vector, np.ndarray) else [float(x) for x in vector]
+    return _literal_format(len(values)) % tuple(values)
+
+
+@functools.cache
+def _literal_format(dims: int) -> str:
+    return "[" + ",".join(["%.9g"] * dims) + "]"
 
 
 def index_name(dims: int) -> str:

@@ -80,8 +80,8 @@ def load_scratchpad(session: Session) -> Scratchpad:
         .values_list("events", flat=True)
     ):
         for event in events:
-            pad.accept(event["seq"])
-            pad.observe(event)
+            if pad.accept(event["seq"]):  # a checkpoint may already hold some of them
+                pad.observe(event)
     _remember(session, pad)
     return pad
 
@@ -348,7 +348,12 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
     worker killed part way leaves nothing, and the re-run does the whole job."""
     result = promotion.Result()
     with transaction.atomic():
-        session = Session.objects.select_for_update().select_related("project").filter(id=session_id).first()
+        session = (
+            Session.objects.select_for_update(of=("self", "project"))
+            .select_related("project__organization")  # memories' audit rows name it; not locked
+            .filter(id=session_id)
+            .first()
+        )
         if session is None or session.status != SessionStatus.FINALIZING:
             return None
         pad = load_scratchpad(session)
@@ -411,12 +416,11 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
             "discarded": result.discarded,
             "llm_calls": result.llm_calls,
         }
-        session.scratchpad = pad.to_dict()
-        session.save(
-            update_fields=[
-                "status", "finalized_at", "promoted_memory_ids", "reinforced_memory_ids", "report", "scratchpad",
-            ]
-        )  # fmt: skip
+        fields = ["status", "finalized_at", "promoted_memory_ids", "reinforced_memory_ids", "report"]
+        if session.checkpoint_events != session.event_count:  # else the stored one is this one
+            session.scratchpad = pad.to_dict()
+            fields.append("scratchpad")
+        session.save(update_fields=fields)
         due = [(m, n) for m, n in result.module_counts.items() if n in SYNTHESIS_THRESHOLDS and m != "."]
         if due:
             from memorysaas.queue import enqueue
