@@ -19,7 +19,7 @@ from uuid import UUID
 import numpy as np
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -355,11 +355,10 @@ def memories_create_batch(
     if vectors is not None:
         _attach_vectors([memory for memory, _ in pairs], vectors)
     memories = [memory for memory, _ in pairs]
-    _insert(memories)
+    _insert(memories, [_snapshot(m, "created", actor) for m in memories])
     _create_relations(project, pairs)
     ids = [m.id for m in memories]
     _adjust_term_stats(ids, +1)
-    MemoryVersion.objects.bulk_create([_snapshot(m, "created", actor) for m in memories])
     if len(memories) == 1:
         audit_record(
             actor=actor,
@@ -390,29 +389,44 @@ def _json_default(value: Any) -> Any:
     return str(value)  # UUIDs
 
 
-def _insert(memories: Sequence[Memory]) -> None:
-    """Write new memories in one INSERT whose rows travel as one JSON document, expanded by
-    PostgreSQL (`jsonb_populate_record`): `bulk_create` prepares and quotes each of a row's
-    ~45 values in Python, which costs more than the INSERT itself. The same statement fills each
-    row's `search_vector`, so no row is written twice."""
-    fields = [f for f in Memory._meta.concrete_fields if f.name != "search_vector"]
-    docs = []
-    for memory in memories:
-        doc = {f.column: f.pre_save(memory, True) for f in fields}
-        doc["_index"] = _index_texts(memory)
-        docs.append(doc)
+def _json_rows(model: type[models.Model], objs: Sequence[models.Model]) -> tuple[list[str], list[dict]]:
+    """The quoted columns of `model` and, per object, its values by column as `bulk_create` would
+    write them (auto timestamps set; no database-generated id)."""
+    fields = [
+        f
+        for f in model._meta.concrete_fields
+        if f.name != "search_vector" and f is not model._meta.auto_field
+    ]
     quote = connection.ops.quote_name
-    columns = [quote(f.column) for f in fields]
+    return [quote(f.column) for f in fields], [
+        {f.column: f.pre_save(obj, True) for f in fields} for obj in objs
+    ]
+
+
+def _insert(memories: Sequence[Memory], versions: Sequence[MemoryVersion]) -> None:
+    """Write new memories and their first versions in one statement whose rows travel as JSON,
+    expanded by PostgreSQL (`jsonb_populate_record`): `bulk_create` prepares and quotes each of a
+    memory's ~45 values in Python, which costs more than the INSERT itself. The same statement
+    fills each memory's `search_vector`, so no row is written twice."""
+    columns, docs = _json_rows(Memory, memories)
+    for doc, memory in zip(docs, memories, strict=True):
+        doc["_index"] = _index_texts(memory)
+    version_columns, version_docs = _json_rows(MemoryVersion, versions)
     index = _SEARCH_VECTOR.format(*(f"(x.doc->'_index'->>{i})" for i in range(4)))
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            INSERT INTO {quote(Memory._meta.db_table)} ({", ".join(columns)}, search_vector)
-            SELECT {", ".join(f"r.{c}" for c in columns)}, {index}
-            FROM jsonb_array_elements(%s::jsonb) AS x(doc),
-                 jsonb_populate_record(NULL::{quote(Memory._meta.db_table)}, x.doc) AS r
+            WITH written AS (
+                INSERT INTO memories_memory ({", ".join(columns)}, search_vector)
+                SELECT {", ".join(f"r.{c}" for c in columns)}, {index}
+                FROM jsonb_array_elements(%s::jsonb) AS x(doc),
+                     jsonb_populate_record(NULL::memories_memory, x.doc) AS r
+            )
+            INSERT INTO memories_memoryversion ({", ".join(version_columns)})
+            SELECT {", ".join(f"v.{c}" for c in version_columns)}
+            FROM jsonb_populate_recordset(NULL::memories_memoryversion, %s::jsonb) AS v
             """,
-            [json.dumps(docs, default=_json_default)],
+            [json.dumps(docs, default=_json_default), json.dumps(version_docs, default=_json_default)],
         )
 
 

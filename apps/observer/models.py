@@ -19,6 +19,7 @@ import uuid
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import Q
 
 from apps.tenants.models import ProjectScopedQuerySet
 
@@ -111,7 +112,10 @@ class EventBatch(models.Model):
 
 
 class PatternStat(models.Model):
-    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
+    # Every session end upserts hundreds of rows here, so each index costs: the project's rows are
+    # found through the unique (project, kind, key) index, and only promoted rows are indexed by
+    # their memory (what a memory's deletion looks up).
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
     kind = models.CharField(max_length=24)
     key = models.CharField(max_length=700)
     module = models.CharField(max_length=300, blank=True)
@@ -126,7 +130,7 @@ class PatternStat(models.Model):
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(auto_now=True)
     promoted_memory = models.ForeignKey(
-        "memories.Memory", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        "memories.Memory", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
     )
 
     objects = ProjectScopedQuerySet.as_manager()
@@ -135,7 +139,14 @@ class PatternStat(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "kind", "key"], name="obs_pattern_unique"),
         ]
-        indexes = [models.Index(fields=["project", "kind", "module"], name="obs_pattern_module")]
+        indexes = [
+            models.Index(fields=["project", "kind", "module"], name="obs_pattern_module"),
+            models.Index(
+                fields=["promoted_memory"],
+                condition=Q(promoted_memory__isnull=False),
+                name="obs_pattern_promoted",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key} ({self.session_count} sessions)"

@@ -96,14 +96,15 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
         )  # fmt: skip
 
     # 2 co-access within a 5-file window, with direction; pairs with an edited file first
-    pairs = sorted(
-        pad.pairs.items(),
-        key=lambda item: (not (set(item[0].split("\t")) & edited), item[1][0]),
-    )[:MAX_PAIR_SIGNALS]
-    for key, (delta, a_first) in pairs:
-        a, b = key.split("\t")
-        if edited and not ({a, b} & edited):
+    def touches_edit(key: str) -> bool:
+        a, _, b = key.partition("\t")
+        return a in edited or b in edited
+
+    pairs = sorted(pad.pairs.items(), key=lambda item: (not touches_edit(item[0]), item[1][0]))
+    for key, (delta, a_first) in pairs[:MAX_PAIR_SIGNALS]:
+        if edited and not touches_edit(key):
             continue
+        a, b = key.split("\t")
         signals.append(
             Signal("co_access", key, 0, T.module_of(a), [a, b], {"step_delta": delta},
                    total=1, total2=delta, directional=a_first)
