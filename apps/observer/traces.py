@@ -97,3 +97,18 @@ class Trace:
         for _ in range(steps):
             self.read(path)
         return self
+
+
+def session_spec(
+    open_: dict[str, Any], trace: Trace, *, validation: bool | None, outcome: str, steps: int | None = None
+) -> dict[str, Any]:
+    """One recorded session as `eval_observer` replays it: the open body, the events, the
+    validation (None: never validated) and the completion."""
+    return {
+        "open": open_,
+        "events": trace.events,
+        "validation": None
+        if validation is None
+        else {"passed": validation, "report": "" if validation else "2 tests failed"},
+        "complete": {"outcome": outcome, "steps": steps},
+    }
