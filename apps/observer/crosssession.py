@@ -47,7 +47,7 @@ def module_summary(project_id, module: str) -> dict[str, Any]:
     files = [
         {"path": key, "sessions": n, "edit_sessions": int(t2)}
         for kind, key, n, _t, t2, _d, _x, _p in rows
-        if kind == "file_access"
+        if kind == "file_access" and n >= 2  # a file seen once is not where the module's work is
     ][:10]
     pairs = [
         {"files": key.split("\t"), "sessions": n, "promoted": p is not None}

@@ -62,14 +62,12 @@ def _stem(path: str) -> str:
 
 def tool_key(tool: str, args: dict[str, Any]) -> str:
     """A tool call with its arguments normalised (seeds/004 signal 7): paths become modules,
-    commands their first word, patterns are dropped."""
+    commands what they run (`text.command_key`), patterns are dropped."""
     path = _path_arg(args)
     if path:
         return f"{tool}:{T.module_of(path)}"
     if tool == "Bash":
-        command = str(args.get("command", "")).strip().split()
-        words = [w for w in command[:3] if not w.startswith("-")]
-        return f"Bash:{' '.join(words[:2])}"[:60]
+        return f"Bash:{T.command_key(str(args.get('command', '')))}"[:60]
     return tool
 
 
@@ -83,7 +81,7 @@ class Scratchpad:
         self.events = 0
         self.step = 0
         self.tool_calls = 0
-        # path -> [reads, edits, first_step, last_step, last_edit_step, next_file]
+        # path -> [reads, edits, first_step, last_step, last_edit_step, file opened after the latest access]
         self.files: dict[str, list] = {}
         self.recent: list[list] = []  # [[path, step], ...] last COACCESS_WINDOW files
         self.pairs: dict[str, list] = {}  # "a\tb" (sorted) -> [step_delta, a_first]
@@ -257,11 +255,12 @@ class Scratchpad:
             if pattern and pattern in self.globs:
                 self.globs[pattern][1] += 1
         entry[3] = step
+        entry[5] = None  # where the agent went after its latest look at this file, read or edit
         for recent_path, recent_step in self.recent:
             if recent_path == path:
                 continue
             first = self.files.get(recent_path)
-            if first is not None and first[5] is None and access == "read":
+            if first is not None and first[5] is None:
                 first[5] = path
             pair = (recent_path, path) if recent_path < path else (path, recent_path)
             key = f"{pair[0]}\t{pair[1]}"

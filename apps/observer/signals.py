@@ -233,14 +233,18 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
                    {"test_first": test_first}, total=1 if test_first else 0)
         )  # fmt: skip
 
-    # 14 config touch: a config file edited together with other files
+    # 14 config touch: a config file edited together with other files, keyed by the module of the
+    # edit nearest to it (the change it was part of)
     others = [p for p in edited if p not in pad.configs_edited]
     for config in pad.configs_edited:
-        if others:
-            module = T.module_of(others[0])
+        if others and config in files:
+            at = files[config][4]
+            nearest = min(others, key=lambda p: abs(files[p][4] - at))
+            module = T.module_of(nearest)
+            with_ = [nearest, *(p for p in others if p != nearest)][:5]
             signals.append(
-                Signal("config_touch", f"{config}\t{module}", 0, module, [config, *others[:5]],
-                       {"config": config, "config_kind": T.config_kind(config), "edited_with": others[:5]})
+                Signal("config_touch", f"{config}\t{module}", 0, module, [config, *with_],
+                       {"config": config, "config_kind": T.config_kind(config), "edited_with": with_})
             )  # fmt: skip
 
     # 15 step overrun (planned vs actual; every planned session feeds calibration)

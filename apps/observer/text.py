@@ -19,7 +19,20 @@ SELF_CORRECTION = [
     (re.compile(r"\bCorrection: (.+)", re.IGNORECASE), "factual"),
     (re.compile(r"\bI see[,.]? (.+?) is (.+?) not (.+)", re.IGNORECASE), "factual"),
     (re.compile(r"\bLet me reconsider[.:]? (.+)", re.IGNORECASE), "approach"),
-    (re.compile(r"\bWait[,.] (.+?(?:is|are|was|needs?|must|uses?|lives?) .+)", re.IGNORECASE), "factual"),
+    (
+        re.compile(
+            r"\bWait[,.] (.+?\b(?:is|are|was|needs?|must|uses?|lives?|has to|have to|should|can't|cannot"
+            r"|doesn't|don't|isn't|aren't)\b .+)",
+            re.IGNORECASE,
+        ),
+        "factual",
+    ),
+    # discoveries phrased as such: "It turns out …", "Ah, I see — …"
+    (
+        re.compile(r"(?:\bit |^\s*|[.!?]\s+)turns out,? (?:that )?(.+)", re.IGNORECASE | re.MULTILINE),
+        "factual",
+    ),
+    (re.compile(r"\b(?:ah|oh),? I see[,.:;]?\s*(?:[—–-]\s*)?(.+)", re.IGNORECASE), "factual"),
 ]
 
 # seeds/004 §6 build gate: explicit abandonment language marks a genuine dead end.
@@ -41,6 +54,15 @@ _TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)
 _HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{12,}\b", re.IGNORECASE)
 _LINE_NO = re.compile(r"\bline \d+\b|:\d+(?::\d+)?\b")
 _NUMBER = re.compile(r"\b\d+\b")
+# durations and sizes, which differ on every run: "734ms", "1.21s", "12MB"
+_MEASURE = re.compile(
+    r"\b\d+(?:\.\d+)?(?=(?:ns|µs|us|ms|s|sec|m|min|h|b|kb|mb|gb|kib|mib|gib)\b)", re.IGNORECASE
+)
+# In a long tool output, the line that names the error (test runners print summaries after it).
+_ERROR_LINE = re.compile(
+    r"^\s*(?:\S+\s*)?(?:[\w.]*(?:Error|Exception)\b|error\b|fatal\b|panic:|E[A-Z]{3,}\b|\S+\(\d+,\d+\): error)",
+    re.IGNORECASE,
+)
 _SPACE = re.compile(r"\s+")
 _ERROR_TYPE = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Failure)|E[A-Z]{3,}|error TS\d+)\b")
 
@@ -73,17 +95,25 @@ def strip_private(text: str) -> str:
     return PRIVATE_SPAN.sub("[private]", text)
 
 
+def error_line(message: str) -> str:
+    """What to fingerprint: a short message whole; of a long output (a test run, a build), the
+    first line that names an error, else its last line."""
+    text = message.strip()
+    if len(text) < 400:
+        return text
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return next((line for line in lines if _ERROR_LINE.match(line)), lines[-1])
+
+
 def normalize_error(message: str) -> str:
     """The error with what differs between machines and runs taken out (seeds/004 signal 3)."""
-    text = message.strip().splitlines()[-1] if message.strip() else ""
-    if len(message) < 400:
-        text = message.strip()
-    text = _USER_PATH.sub("~", text[:2000])
+    text = _USER_PATH.sub("~", error_line(message)[:2000])
     text = _TIMESTAMP.sub("<ts>", text)
     text = _ABS_PATH.sub("/…/", text)
     text = _HEX.sub("<hex>", text)
     text = _VERSION.sub("<v>", text)
     text = _LINE_NO.sub("", text)
+    text = _MEASURE.sub("<n>", text)
     text = _NUMBER.sub("<n>", text)
     return _SPACE.sub(" ", text).strip()[:300]
 
@@ -95,6 +125,26 @@ def error_fingerprint(tool: str, message: str) -> tuple[str, str]:
     kind = match.group(1) if match else "error"
     digest = hashlib.blake2b(f"{tool}|{kind}|{normalized}".encode(), digest_size=8).hexdigest()
     return digest, normalized
+
+
+_SUBCOMMAND = re.compile(r"^[a-z][a-z0-9_:-]*$")
+_SHELL_BREAKS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "2>&1"})
+
+
+def command_key(command: str) -> str:
+    """A shell command reduced to what it runs: the program, its first argument, and a
+    subcommand after them (`npx prisma migrate`, `python manage.py migrate`, `docker compose up`);
+    leading variable assignments, flags, what follows them and what follows a pipe are dropped."""
+    words: list[str] = []
+    for word in command.split():
+        if word.startswith("-") or word in _SHELL_BREAKS:
+            break
+        if words or "=" not in word:
+            words.append(word)
+    key = words[:2]
+    if len(words) > 2 and _SUBCOMMAND.match(words[2]):
+        key.append(words[2])
+    return " ".join(key)
 
 
 def normalize_pattern(pattern: str) -> str:

@@ -68,18 +68,38 @@ def replay(project: Project, trace: dict[str, Any]) -> float:
     return slowest
 
 
+def trace_files(paths: list[str]) -> list[Path]:
+    """The trace files named, and those in the directories named, in order, each once."""
+    files: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(path.glob("*.json"))
+            if not found:
+                raise CommandError(f"No trace files in {path}")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CommandError(f"No such trace file or directory: {path}")
+    return list(dict.fromkeys(files))
+
+
 class Command(BaseCommand):
     help = "Replay observer traces and print expected vs promoted memories."
 
     def add_arguments(self, parser):
-        parser.add_argument("--traces", default=str(DEFAULT_DIR), help="directory of trace JSON files")
+        parser.add_argument(
+            "--traces",
+            nargs="+",
+            default=[str(DEFAULT_DIR)],
+            help="trace JSON files, or directories of them (default: every trace in fixtures/traces)",
+        )
         parser.add_argument("--keep", action="store_true", help="keep the evaluation projects")
         parser.add_argument("--json", action="store_true", help="only the final JSON line")
 
     def handle(self, *args, **options):
-        files = sorted(Path(options["traces"]).glob("*.json"))
-        if not files:
-            raise CommandError(f"No trace files in {options['traces']}")
+        files = trace_files(options["traces"])
         quiet = options["json"]
         Conf.SYNC = True  # finalize and synthesis run inline, in order
         found = expected = promoted = matched_promoted = forbidden_hits = 0
