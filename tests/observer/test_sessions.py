@@ -394,10 +394,13 @@ def test_a_worker_killed_mid_finalize_leaves_nothing_and_the_rerun_no_duplicate(
 
 def test_threshold_synthesis_runs_once_at_five_sessions(agent):
     for i in range(5):
-        agent.run(Trace().read("shop/orders/models.py").edit("shop/orders/views.py").read(f"docs/{i}.md"))
+        trace = Trace().read("shop/orders/models.py").edit("shop/orders/views.py").read(f"docs/{i}.md")
+        agent.run(trace.read("shop/orders/admin.py") if i == 0 else trace)
     log = SynthesisLog.objects.get(module="shop/orders", trigger="5")
     assert log.memories_created + log.memories_reinforced >= 1
-    assert memories(type="module_insight")
+    (insight,) = memories(type="module_insight")
+    assert "shop/orders/models.py" in insight.content
+    assert "admin.py" not in insight.content + " ".join(insight.related_files)  # read in one session only
     from apps.observer.crosssession import module_synthesis
 
     assert module_synthesis(project_id=log.project_id, module="shop/orders", session_count=5) == {

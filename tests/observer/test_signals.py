@@ -72,6 +72,27 @@ def test_error_retry_is_fingerprinted_without_user_paths_versions_or_times():
     assert kinds(signals, "error_retry") == []
 
 
+def _test_run_output(root: str, runner: str, duration_ms: int) -> str:
+    """A test runner's long output: the error in the middle, then a summary with timings."""
+    stack = "\n".join(f" ❯ frame {i} {root}/node_modules/lib/index.js:{40 + i}:11" for i in range(12))
+    return (
+        f" RUN  v{runner} {root}\n\n FAIL  test/invoices.test.ts\n"
+        'Error: @prisma/client did not initialize yet. Please run "prisma generate".\n'
+        f"{stack}\n\n Test Files  2 failed (2)\n   Duration  {duration_ms}ms (transform 61ms, collect {duration_ms // 2}ms)\n"
+    )
+
+
+def test_a_long_output_is_fingerprinted_by_its_error_line_not_its_timings():
+    a = T.error_fingerprint("Bash", _test_run_output("/home/ci/app", "1.6.0", 734))
+    b = T.error_fingerprint("Bash", _test_run_output("/Users/maria/code/app", "1.6.1", 1093))
+    assert a[0] == b[0] and a[1].startswith("Error: @prisma/client did not initialize yet")
+    assert (
+        T.normalize_error("Duration 1.21s (transform 61ms, 12MB)") == "Duration <n>s (transform <n>ms, <n>MB)"
+    )
+    other = _test_run_output("/home/ci/app", "1.6.0", 734).replace("did not initialize", "is out of date")
+    assert T.error_fingerprint("Bash", other)[0] != a[0]
+
+
 def test_backtrack_when_a_file_is_edited_again_soon_after_other_work():
     _, signals = signals_of(Trace().edit("a/x.py").read("a/y.py").edit("a/z.py").edit("a/x.py"))
     assert [s.key for s in kinds(signals, "backtrack")] == ["a/x.py"]
@@ -92,6 +113,13 @@ def test_read_abandon_when_the_agent_pivots_to_another_file_of_the_module():
     assert kinds(signals, "read_abandon") == []  # read once for context: not abandoned
 
 
+def test_read_abandon_names_where_the_agent_went_after_its_last_look():
+    trace = Trace().read("shop/orders/views.py").read("shop/orders/forms.py").read("shop/orders/views.py")
+    _, signals = signals_of(trace.edit("shop/orders/api.py").edit("shop/orders/forms.py"))
+    (signal,) = kinds(signals, "read_abandon")
+    assert signal.data["went_to"] == "shop/orders/api.py"  # straight to an edit, not the file read between
+
+
 def test_repeated_grep():
     _, signals = signals_of(Trace().grep("ORDER_HOOK").grep("order_hook ").edit("a/x.py"))
     (signal,) = kinds(signals, "repeated_grep")
@@ -108,6 +136,23 @@ def test_tool_sequence_windows_only_from_successful_sessions():
     ]
     _, signals = signals_of(trace, outcome="failure")
     assert kinds(signals, "sequence") == []
+
+
+def test_tool_sequences_keep_a_commands_subcommand_but_not_its_arguments():
+    def sequence(*commands):
+        trace = Trace().edit("prisma/schema.prisma")
+        for command in commands:
+            trace.bash(command)
+        _, signals = signals_of(trace.edit("src/services/a.ts"))
+        return [s.key for s in kinds(signals, "sequence")]
+
+    assert sequence("npx prisma migrate dev --name add_tax", "npm test -- test/tax.test.ts") == [
+        "Edit:prisma > Bash:npx prisma migrate > Bash:npm test > Edit:src/services"
+    ]
+    assert sequence("npx prisma generate", "npm test") != sequence("npx prisma migrate dev", "npm test")
+    assert T.command_key("python manage.py makemigrations orders") == "python manage.py makemigrations"
+    assert T.command_key("DEBUG=1 git commit -m 'fix totals'") == "git commit"
+    assert T.command_key("pytest tests/orders -q | tail") == "pytest tests/orders"
 
 
 def test_tool_sequence_windows_must_change_something():
@@ -139,6 +184,9 @@ def test_time_anomaly_only_with_an_error_or_backtrack_on_the_same_file():
         "I was wrong about the hook name. It is actually order_placed.",
         "Actually, totals live in pricing.py not in models.py.",
         "I initially thought the cache was per request but it is per process.",
+        "It turns out the reminders are queued by a job, with no cron involved.",
+        "Ah, I see — the key is only checked in the route handler.",
+        "Wait, the credit note's tax has to be negated too.",
     ],
 )
 def test_self_correction_fires(sentence):
@@ -147,8 +195,17 @@ def test_self_correction_fires(sentence):
     assert signal.data["sentence"] and signal.files == ["a/x.py"]
 
 
-def test_self_correction_does_not_fire_on_plain_reasoning():
-    _, signals = signals_of(Trace().read("a/x.py").think("I will now edit the view to add pagination."))
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I will now edit the view to add pagination.",
+        "I see the test file uses fixtures.",
+        "The refactor turns out fine.",
+        "Wait, let me run the tests first.",
+    ],
+)
+def test_self_correction_does_not_fire_on_plain_reasoning(sentence):
+    _, signals = signals_of(Trace().read("a/x.py").think(sentence))
     assert kinds(signals, "self_correction") == []
 
 
@@ -199,6 +256,13 @@ def test_config_touch_needs_another_edited_file():
     ]
     _, signals = signals_of(Trace().edit("pyproject.toml"))
     assert kinds(signals, "config_touch") == []
+
+
+def test_config_touch_belongs_to_the_change_nearest_to_it():
+    trace = Trace().edit("src/jobs/reminders.ts").edit("src/services/email.ts").edit("src/config/env.ts")
+    _, signals = signals_of(trace.edit(".env.example").bash("npm test"))
+    (signal,) = kinds(signals, "config_touch")
+    assert signal.key == ".env.example\tsrc/config" and signal.data["edited_with"][0] == "src/config/env.ts"
 
 
 def test_step_overrun():
