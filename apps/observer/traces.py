@@ -3,6 +3,8 @@ and the ingest benchmark, so a trace reads like what the agent did."""
 
 from __future__ import annotations
 
+import json
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -112,3 +114,23 @@ def session_spec(
         else {"passed": validation, "report": "" if validation else "2 tests failed"},
         "complete": {"outcome": outcome, "steps": steps},
     }
+
+
+def trace_set(
+    name: str, doc: str | None, sessions: list[dict[str, Any]], *, expected: list[dict], forbidden: list[dict]
+) -> dict[str, Any]:
+    """A trace file's content: its sessions, the memories they should produce and texts that must
+    never be promoted (`eval_observer` replays it). The description is the doc's first line."""
+    return {
+        "name": name,
+        "description": (doc or name).strip().splitlines()[0],
+        "sessions": sessions,
+        "expected": expected,
+        "forbidden": forbidden,
+    }
+
+
+def print_trace_set(content: dict[str, Any]) -> None:
+    """Write a trace file to stdout, as the fixtures' `__main__` records them."""
+    json.dump(content, sys.stdout, indent=1)
+    sys.stdout.write("\n")
