@@ -24,7 +24,9 @@ from typing import Protocol
 
 import numpy as np
 from django.conf import settings
+from django.db.models import BinaryField, F, Func
 from django.utils import timezone
+from pgvector import Vector
 
 logger = logging.getLogger(__name__)
 
@@ -150,9 +152,13 @@ def embed_cached(texts: list[str], provider: EmbeddingProvider | None = None) ->
         return np.zeros((0, provider.dimensions), dtype=np.float32)
     keys = [cache_key(t, provider.model_id, provider.dimensions) for t in texts]
     now = timezone.now()
+    # pgvector's binary form: parsing the text form costs more than the query (~0.15 ms a vector)
+    binary = Func(F("vector"), function="vector_send", output_field=BinaryField())
     found = {
-        row.key: np.asarray(row.vector, dtype=np.float32)
-        for row in EmbeddingCache.objects.filter(key__in=set(keys), expires_at__gt=now)
+        key: Vector.from_binary(bytes(data)).to_numpy()
+        for key, data in EmbeddingCache.objects.filter(key__in=set(keys), expires_at__gt=now).values_list(
+            "key", binary
+        )
     }
     missing = [i for i, key in enumerate(keys) if key not in found]
     if missing:
