@@ -1,7 +1,9 @@
 """Writing rows by the ten thousand: PostgreSQL's COPY in text format, fed in large blocks.
 
-COPY skips the planning and the round trip of an INSERT per row; psycopg passes each block to
-the server while Python goes on formatting (or parsing) the next, so both cores work. Rows are
+COPY skips the planning and the round trip of an INSERT per row. Blocks are queued and a
+psycopg thread sends them as the server takes them, so writing never waits for PostgreSQL:
+Python goes on formatting (or building the next thing) while the server works through the
+queue on the other core; only leaving the `with` block waits for the server to finish. Rows are
 formatted here directly, which is several times faster than a generic adapter: a field is its
 text with backslash, tab, newline and carriage return escaped, NULL is `\\N`. PostgreSQL text
 cannot hold NUL at all (nor jsonb the `\\u0000` escape), so NUL is dropped.
@@ -16,6 +18,7 @@ from itertools import islice
 from typing import Any
 
 from django.db import connection
+from psycopg.copy import QueuedLibpqWriter
 
 BLOCK_CHARS = 256 * 1024
 BLOCK_LINES = 2000
@@ -80,7 +83,8 @@ class CopyWriter:
     def __enter__(self) -> CopyWriter:
         with ExitStack() as stack:
             cursor = stack.enter_context(connection.cursor())
-            self._copy = stack.enter_context(cursor.cursor.copy(self.sql))
+            raw = cursor.cursor
+            self._copy = stack.enter_context(raw.copy(self.sql, writer=QueuedLibpqWriter(raw)))
             self._stack = stack.pop_all()
         return self
 

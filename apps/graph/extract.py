@@ -193,16 +193,18 @@ def parse_only(source: bytes, language: str) -> None:
 
 
 def _text(node: Node) -> str:
-    return node.text.decode("utf-8", "replace") if node.text is not None else ""
+    text = node.text
+    return text.decode("utf-8", "replace") if text is not None else ""
 
 
 def _python_docstring(node: Node) -> str:
     """The first statement's string, if it is one (the grammar may or may not wrap it in an
     expression_statement); string_content children hold the text without quotes."""
     body = node.child_by_field_name("body") if node.type != "module" else node
-    first = body.named_children[0] if body is not None and body.named_children else None
-    if first is not None and first.type == "expression_statement" and first.named_children:
-        first = first.named_children[0]
+    # `named_child(0)`, not `named_children[0]`, which builds a list of every statement.
+    first = body.named_child(0) if body is not None and body.named_child_count else None
+    if first is not None and first.type == "expression_statement" and first.named_child_count:
+        first = first.named_child(0)
     if first is None or first.type != "string":
         return ""
     raw = "".join(_text(c) for c in first.named_children if c.type == "string_content")

@@ -10,22 +10,25 @@ only for the files whose dependency paths can have changed.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
 import posixpath
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from apps.graph import bulk
+from apps.graph import bulk, fanout
 from apps.graph import closure as closure_mod
-from apps.graph.extract import Chunk, FileFacts, chunks, extract, is_test_file, language_of
+from apps.graph.extract import Chunk, FileFacts, chunks, is_test_file, language_of
 from apps.graph.models import (
     DEPENDENCY_KINDS,
     EDGE_WEIGHTS,
@@ -55,6 +58,11 @@ Progress = Callable[[int], None]
 
 def depth_cap() -> int:
     return int(getattr(settings, "GRAPH_CLOSURE_DEPTH", 5))
+
+
+def parse_processes() -> int:
+    """How many processes parse a full index's files: GRAPH_PARSE_PROCESSES, else one per CPU."""
+    return settings.GRAPH_PARSE_PROCESSES or fanout.usable_cpus()
 
 
 # ------------------------------------------------------------------------------- reading a tree
@@ -273,22 +281,6 @@ def _link_file(
             graph.edges.append((symbol_key(path, owner), scope[base][0], kind, scope[base][1]))
 
 
-def parse_all(
-    sources: dict[str, bytes], each: Callable[[FileFacts, bytes], None] | None = None
-) -> dict[str, FileFacts]:
-    """Extract every file; `each(facts, source)` is called as each file is done."""
-    files = {}
-    for path, data in sources.items():
-        try:
-            files[path] = facts = extract(path, data)
-        except Exception:  # a file tree-sitter cannot read is skipped, not fatal
-            logger.exception("could not parse %s", path)
-            continue
-        if each is not None:
-            each(facts, data)
-    return files
-
-
 # ------------------------------------------------------------------------------- writing
 
 
@@ -298,15 +290,28 @@ def _relaxed_commit() -> None:
         cursor.execute("SET LOCAL synchronous_commit TO off")
 
 
-def _reserve_ids(count: int) -> list[int]:
+def _reserve_ids(count: int, using: BaseDatabaseWrapper = connection) -> list[int]:
+    """`count` ids from the nodes' sequence, on `using` (sequences are outside transactions, so a
+    second connection can reserve them while this one's COPY is still running)."""
     if count == 0:
         return []
-    with connection.cursor() as cursor:
+    with using.cursor() as cursor:
+        # The sequence is looked up once: `nextval(pg_get_serial_sequence(…))` per row costs 6×.
         cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence('graph_graphnode', 'id')) FROM generate_series(1, %s)",
+            "WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence('graph_graphnode', 'id')::regclass AS seq)"
+            " SELECT array_agg(nextval(seq)) FROM s, generate_series(1, %s)",
             [count],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return cursor.fetchone()[0]
+
+
+@contextmanager
+def _second_connection() -> Iterator[BaseDatabaseWrapper]:
+    side = connections.create_connection(connection.alias)
+    try:
+        yield side
+    finally:
+        side.close()
 
 
 def _clear(project: Project, *, paths: list[str] | None = None) -> None:
@@ -353,52 +358,51 @@ CHUNK_COLUMNS = ("project_id", "path", "language", "chunk_type", "name", "start_
                  "context_prefix", "name_words", "path_words")  # fmt: skip
 
 
-def _write_nodes(
-    project: Project, rows: list[dict[str, Any]], meanwhile: Callable[[], Any] = lambda: None
-) -> tuple[dict[str, int], Any]:
-    """COPY the nodes, with ids from the table's sequence: (key → id, what `meanwhile` returned).
-    `meanwhile` runs once every row is sent, while PostgreSQL is still indexing them."""
+def _node_lines(project_id: str, rows: list[dict[str, Any]], ids: list[int]) -> Iterator[str]:
+    text, field = bulk.text, bulk.field
+    for i, r in zip(ids, rows, strict=True):
+        yield (
+            f"{i}\t{project_id}\t{r['kind']}\t{text(r['key'])}\t{text(r['path'])}\t{text(r['name'][:300])}\t"
+            f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
+            f"{text(bulk.json_text(r['metadata']))}"
+        )
+
+
+def _edge_lines(
+    project_id: str, edges: Iterable[tuple[str, str, str, float]], ids: dict[str, int]
+) -> list[str]:
+    """The edges between known nodes, once per (source, target, kind)."""
+    lines, seen = [], set()
+    for source, target, kind, confidence in edges:
+        s, t = ids.get(source), ids.get(target)
+        if s is None or t is None or (s, t, kind) in seen:
+            continue
+        seen.add((s, t, kind))
+        lines.append(f"{project_id}\t{s}\t{t}\t{kind}\t{confidence}\t{EDGE_WEIGHTS.get(kind, 0.0)}")
+    return lines
+
+
+def _copy(table: str, columns: Iterable[str], lines: Iterable[str]) -> int:
+    with bulk.CopyWriter(table, columns) as out:
+        out.lines(lines)
+    return out.count
+
+
+def _write_nodes(project: Project, rows: list[dict[str, Any]]) -> dict[str, int]:
+    """COPY the nodes, with ids from the table's sequence: key → id."""
     ids = _reserve_ids(len(rows))
-    pid, text, field = str(project.id), bulk.text, bulk.field
-    with bulk.CopyWriter("graph_graphnode", NODE_COLUMNS) as out:
-        for i, r in zip(ids, rows, strict=True):
-            out.line(
-                f"{i}\t{pid}\t{r['kind']}\t{text(r['key'])}\t{text(r['path'])}\t{text(r['name'][:300])}\t"
-                f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
-                f"{text(bulk.json_text(r['metadata']))}"
-            )
-        out.flush()
-        after = meanwhile()
-    return {r["key"]: i for i, r in zip(ids, rows, strict=True)}, after
+    _copy("graph_graphnode", NODE_COLUMNS, _node_lines(str(project.id), rows, ids))
+    return {r["key"]: i for i, r in zip(ids, rows, strict=True)}
 
 
-def _write_edges(
-    project: Project,
-    edges: Iterable[tuple[str, str, str, float]],
-    ids: dict[str, int],
-    meanwhile: Callable[[], Any] = lambda: None,
-) -> tuple[int, Any]:
-    """COPY the edges between known nodes, once per (source, target, kind): (how many, what
-    `meanwhile` returned, run as in `_write_nodes`)."""
-    pid, seen = str(project.id), set()
-    with bulk.CopyWriter("graph_graphedge", EDGE_COLUMNS) as out:
-        for source, target, kind, confidence in edges:
-            s, t = ids.get(source), ids.get(target)
-            if s is None or t is None or (s, t, kind) in seen:
-                continue
-            seen.add((s, t, kind))
-            out.line(f"{pid}\t{s}\t{t}\t{kind}\t{confidence}\t{EDGE_WEIGHTS.get(kind, 0.0)}")
-        out.flush()
-        after = meanwhile()
-    return out.count, after
+def _write_edges(project: Project, edges: Iterable[tuple[str, str, str, float]], ids: dict[str, int]) -> int:
+    return _copy("graph_graphedge", EDGE_COLUMNS, _edge_lines(str(project.id), edges, ids))
 
 
 def _write_closure(project: Project, starts: Iterable[int], forward: closure_mod.Forward) -> int:
     """The closure rows of `starts`, streamed to COPY as the walk finds them."""
     lines = closure_mod.copy_lines(starts, forward, depth_cap(), str(project.id))
-    with bulk.CopyWriter("graph_graphclosure", CLOSURE_COLUMNS) as out:
-        out.lines(lines)
-    return out.count
+    return _copy("graph_graphclosure", CLOSURE_COLUMNS, lines)
 
 
 def _words(text: str) -> str:
@@ -418,9 +422,7 @@ def _chunk_lines(project_id: str, items: list[Chunk]) -> Iterable[str]:
 
 
 def _write_chunks(project: Project, items: list[Chunk]) -> int:
-    with bulk.CopyWriter("graph_codechunk", CHUNK_COLUMNS) as out:
-        out.lines(_chunk_lines(str(project.id), items))
-    return out.count
+    return _copy("graph_codechunk", CHUNK_COLUMNS, _chunk_lines(str(project.id), items))
 
 
 def _file_forward(project: Project, file_ids: Iterable[int] | None = None) -> closure_mod.Forward:
@@ -468,33 +470,60 @@ class IndexResult:
         return sum(self.skipped.values())
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A full index makes hundreds of thousands of objects that live until it ends (facts,
+    nodes, edges, formatted rows), and the cyclic garbage collector, triggered by all those
+    allocations, would walk every one of them again and again; they form no cycles worth
+    collecting, so it waits until the index is written."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def index_directory(
     project: Project, root: str, *, include: Iterable[str] = (), progress: Progress | None = None
 ) -> IndexResult:
     """Replace the project's graph with the code under `root`, in one transaction.
 
-    A file's chunks need nothing from the other files, so they stream into their COPY while the
-    files are parsed: PostgreSQL computes their keyword vectors on the other core meanwhile.
-    Nodes, edges and the closure need the whole repository and follow the parse."""
+    PostgreSQL's work — above all the chunks' keyword vectors — is the longest single thread of
+    a full index, so it starts at once and is never kept waiting: the files are parsed by other
+    processes (fanout) while this one streams their chunks into the COPY, and the rest of the
+    graph is built and formatted while PostgreSQL is still indexing the chunks, so the nodes,
+    edges and closure follow without a pause."""
     report = progress or (lambda _p: None)
     tree = read_tree(root, include=include)
     report(10)
-    with transaction.atomic():
+    with _collector_paused(), transaction.atomic():
         _relaxed_commit()
         _clear(project)
         pid = str(project.id)
         with bulk.CopyWriter("graph_codechunk", CHUNK_COLUMNS) as chunk_out:
-            files = parse_all(
-                tree.files, lambda facts, source: chunk_out.lines(_chunk_lines(pid, chunks(facts, source)))
+            files = fanout.extract_all(
+                tree.files,
+                prepare=lambda facts, source: list(_chunk_lines(pid, chunks(facts, source))),
+                consume=lambda path, facts, lines: chunk_out.lines(lines),
+                processes=parse_processes(),
             )
+            # Every chunk is queued; PostgreSQL works through them while the graph is built.
+            graph = build(
+                files, tree.files, Resolver(tree.files, tsconfigs=tree.tsconfigs, go_mod=tree.go_mod)
+            )
+            rows = list(graph.nodes.values())
+            with _second_connection() as side:  # this one is busy with the COPY
+                id_list = _reserve_ids(len(rows), side)
+            node_lines = list(_node_lines(pid, rows, id_list))
         report(50)
-        # Each COPY's rows are all sent before the next step's Python work, which then runs while
-        # PostgreSQL indexes them: the links between files while the nodes go in, the files'
-        # dependency map while the edges do.
-        graph = build_nodes(files, tree.files)
-        resolver = Resolver(tree.files, tsconfigs=tree.tsconfigs, go_mod=tree.go_mod)
-        ids, _ = _write_nodes(project, list(graph.nodes.values()), lambda: link(graph, files, resolver))
-        edges, forward = _write_edges(project, graph.edges, ids, lambda: _forward_in_memory(graph, ids))
+        ids = {r["key"]: i for i, r in zip(id_list, rows, strict=True)}
+        with bulk.CopyWriter("graph_graphnode", NODE_COLUMNS) as node_out:
+            node_out.lines(node_lines)
+            edge_lines = _edge_lines(pid, graph.edges, ids)  # while PostgreSQL stores the nodes
+            forward = _forward_in_memory(graph, ids)
+        edges = _copy("graph_graphedge", EDGE_COLUMNS, edge_lines)
         report(75)
         closure_rows = _write_closure(project, [ids[p] for p in files], forward)
         report(90)
@@ -574,7 +603,7 @@ def index_changes(
         old_deps = _deps_of(project, changed)
         if deleted:
             _clear(project, paths=sorted(deleted))
-        files = parse_all(changed)
+        files = fanout.extract_all(changed)
         resolver = Resolver(all_paths)
         defs_by_file = _defs_by_file(project, files)
         graph = Graph()
@@ -588,7 +617,7 @@ def index_changes(
             source__kind__in=("directory", "module")
         )._raw_delete(connection.alias)
         external = {k: v for k, v in _ids_for(project, {t for _, t, _, _ in graph.edges} - set(ids)).items()}
-        result.edges, _ = _write_edges(project, graph.edges, {**ids, **external})
+        result.edges = _write_edges(project, graph.edges, {**ids, **external})
         CodeChunk.objects.filter(project=project, path__in=list(files)).delete()
         result.chunks = _write_chunks(project, [c for p, f in files.items() for c in chunks(f, changed[p])])
         new_deps = {path: graph.file_deps.get(path, set()) for path in files}
@@ -677,7 +706,7 @@ def _upsert_nodes(project: Project, graph: Graph, files: dict[str, FileFacts]) -
                 ],
             )
     fresh = [row for key, row in graph.nodes.items() if key not in existing]
-    return {**existing, **_write_nodes(project, fresh)[0]}
+    return {**existing, **_write_nodes(project, fresh)}
 
 
 def _recompute_closure(project: Project, descendants: set[int]) -> int:
