@@ -162,3 +162,42 @@ def test_deleting_a_project_takes_its_whole_graph_with_it(alice, charlie, py_rep
     assert GraphClosure.objects.count() == kept["closure"]
     assert GraphNode.objects.count() == kept["nodes"] and GraphEdge.objects.count() == kept["edges"]
     assert CodeChunk.objects.count() == kept["chunks"]
+
+
+def stored_graph(project) -> dict[str, set]:
+    """The project's graph with node ids replaced by keys, to compare two indexes of one tree."""
+    keys = dict(GraphNode.objects.filter(project=project).values_list("id", "key"))
+    closure_rows = GraphClosure.objects.filter(project=project).values_list(
+        "ancestor_id", "descendant_id", "depth", "path", "edge_kinds", "weight"
+    )
+    return {
+        "nodes": set(GraphNode.objects.filter(project=project).values_list("key", "kind", "start_line")),
+        "edges": {
+            (keys[s], keys[t], kind, confidence)
+            for s, t, kind, confidence in GraphEdge.objects.filter(project=project).values_list(
+                "source_id", "target_id", "kind", "confidence"
+            )
+        },
+        "closure": {
+            (keys[a], keys[d], depth, tuple(keys[i] for i in path), tuple(kinds), weight)
+            for a, d, depth, path, kinds, weight in closure_rows
+        },
+        "chunks": set(
+            CodeChunk.objects.filter(project=project).values_list("path", "name", "start_line", "content")
+        ),
+    }
+
+
+def test_parsing_in_several_processes_stores_the_same_graph(alice, charlie, py_repo, settings, monkeypatch):
+    settings.GRAPH_PARSE_PROCESSES = 1
+    services.index_directory(charlie.project, str(py_repo))
+    settings.GRAPH_PARSE_PROCESSES = 3
+    monkeypatch.setattr(services.fanout, "MIN_FILES_PER_PROCESS", 1)  # fork even for six files
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    services.index_directory(alice.project, str(py_repo))
+    assert len(forks) == 3
+    alone, shared = stored_graph(charlie.project), stored_graph(alice.project)
+    assert all(alone.values()) and shared == alone
+    assert selectors.search_chunks(alice.project, "verify jwt")[0]["path"] == "app/auth/tokens.py"
