@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import chain, islice
 from typing import Any
 
 from django.conf import settings
@@ -53,6 +55,7 @@ VENDORED_DIRS = {
 MAX_FILE_BYTES = 1_000_000
 MAX_PATH = 500  # GraphNode.path and CodeChunk.path
 MAX_KEY = 700  # GraphNode.key: a symbol deeper than this is left out
+CLOSURE_AHEAD = 250_000  # closure rows walked before their COPY (~40 MB); the rest stream in it
 Progress = Callable[[int], None]
 
 
@@ -228,19 +231,44 @@ def _scope(
     return scope
 
 
-def build(files: dict[str, FileFacts], sources: dict[str, bytes], resolver: Resolver) -> Graph:
-    graph = build_nodes(files, sources)
-    link(graph, files, resolver)
-    return graph
+@dataclass
+class FilePart:
+    """What one file brings to a full index, made in the process that parsed it: its chunks as
+    COPY lines, its nodes and the edges inside it, and those nodes as COPY lines still without
+    their ids (reserved once every file's nodes are counted)."""
+
+    chunk_lines: list[str]
+    graph: Graph
+    node_tails: list[str]
 
 
-def build_nodes(files: dict[str, FileFacts], sources: dict[str, bytes]) -> Graph:
-    """The nodes, with the edges inside each file (contains, exports)."""
-    graph = Graph()
+def file_part(project_id: str, facts: FileFacts, source: bytes) -> FilePart:
+    part = Graph()
+    _add_file(part, facts, source)
+    return FilePart(
+        list(_chunk_lines(project_id, chunks(facts, source))),
+        part,
+        [_node_tail(project_id, row) for row in part.nodes.values()],
+    )
+
+
+def assemble(
+    project_id: str, files: dict[str, FileFacts], parts: dict[str, FilePart], resolver: Resolver
+) -> tuple[Graph, list[str]]:
+    """The whole graph from the files' parts, nodes in the order of the files and then the
+    directories (so ids come out in that order whichever process parsed what), with every
+    node's COPY line but its id; then the edges between files."""
+    graph, tails = Graph(), []
     for path in files:
-        _add_file(graph, files[path], sources[path])
+        part = parts[path]
+        graph.nodes.update(part.graph.nodes)
+        graph.edges += part.graph.edges
+        tails += part.node_tails
+    files_only = len(graph.nodes)
     _add_directories(graph, files)
-    return graph
+    tails += [_node_tail(project_id, row) for row in list(graph.nodes.values())[files_only:]]
+    link(graph, files, resolver)
+    return graph, tails
 
 
 def link(graph: Graph, files: dict[str, FileFacts], resolver: Resolver) -> None:
@@ -358,14 +386,14 @@ CHUNK_COLUMNS = ("project_id", "path", "language", "chunk_type", "name", "start_
                  "context_prefix", "name_words", "path_words")  # fmt: skip
 
 
-def _node_lines(project_id: str, rows: list[dict[str, Any]], ids: list[int]) -> Iterator[str]:
+def _node_tail(project_id: str, r: dict[str, Any]) -> str:
+    """A node's COPY line after its id."""
     text, field = bulk.text, bulk.field
-    for i, r in zip(ids, rows, strict=True):
-        yield (
-            f"{i}\t{project_id}\t{r['kind']}\t{text(r['key'])}\t{text(r['path'])}\t{text(r['name'][:300])}\t"
-            f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
-            f"{text(bulk.json_text(r['metadata']))}"
-        )
+    return (
+        f"{project_id}\t{r['kind']}\t{text(r['key'])}\t{text(r['path'])}\t{text(r['name'][:300])}\t"
+        f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
+        f"{text(bulk.json_text(r['metadata']))}"
+    )
 
 
 def _edge_lines(
@@ -390,8 +418,12 @@ def _copy(table: str, columns: Iterable[str], lines: Iterable[str]) -> int:
 
 def _write_nodes(project: Project, rows: list[dict[str, Any]]) -> dict[str, int]:
     """COPY the nodes, with ids from the table's sequence: key → id."""
-    ids = _reserve_ids(len(rows))
-    _copy("graph_graphnode", NODE_COLUMNS, _node_lines(str(project.id), rows, ids))
+    ids, pid = _reserve_ids(len(rows)), str(project.id)
+    _copy(
+        "graph_graphnode",
+        NODE_COLUMNS,
+        (f"{i}\t{_node_tail(pid, r)}" for i, r in zip(ids, rows, strict=True)),
+    )
     return {r["key"]: i for i, r in zip(ids, rows, strict=True)}
 
 
@@ -441,14 +473,15 @@ def _file_forward(project: Project, file_ids: Iterable[int] | None = None) -> cl
         return closure_mod.strongest(cursor.fetchall())
 
 
-def _forward_in_memory(graph: Graph, ids: dict[str, int]) -> closure_mod.Forward:
-    edges = []
+def _forward_in_memory(graph: Graph, ids: dict[str, int], files: Iterable[str]) -> closure_mod.Forward:
+    """File → files it depends on, from the edges in memory (symbol edges lifted to their files)."""
+    files, edges = set(files), []
     for source, target, kind, _confidence in graph.edges:
         if kind not in EDGE_WEIGHTS:
             continue
         s_file, t_file = source.split(":", 1)[0], target.split(":", 1)[0]
         s, t = ids.get(s_file), ids.get(t_file)
-        if s is not None and t is not None and graph.nodes.get(s_file, {}).get("kind") == "file":
+        if s is not None and t is not None and s_file in files:
             edges.append((s, t, kind, EDGE_WEIGHTS[kind]))
     return closure_mod.strongest(edges)
 
@@ -475,7 +508,7 @@ def _collector_paused() -> Iterator[None]:
     """A full index makes hundreds of thousands of objects that live until it ends (facts,
     nodes, edges, formatted rows), and the cyclic garbage collector, triggered by all those
     allocations, would walk every one of them again and again; they form no cycles worth
-    collecting, so it waits until the index is written."""
+    collecting, so it waits until they are gone."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -488,54 +521,67 @@ def _collector_paused() -> Iterator[None]:
 def index_directory(
     project: Project, root: str, *, include: Iterable[str] = (), progress: Progress | None = None
 ) -> IndexResult:
-    """Replace the project's graph with the code under `root`, in one transaction.
-
-    PostgreSQL's work — above all the chunks' keyword vectors — is the longest single thread of
-    a full index, so it starts at once and is never kept waiting: the files are parsed by other
-    processes (fanout) while this one streams their chunks into the COPY, and the rest of the
-    graph is built and formatted while PostgreSQL is still indexing the chunks, so the nodes,
-    edges and closure follow without a pause."""
+    """Replace the project's graph with the code under `root`, in one transaction."""
     report = progress or (lambda _p: None)
     tree = read_tree(root, include=include)
     report(10)
-    with _collector_paused(), transaction.atomic():
+    with _collector_paused():  # until what the index built is gone again
+        result, paths = _replace_graph(project, tree, report)
+    _memories_follow(project, paths)
+    return result
+
+
+def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> tuple[IndexResult, set[str]]:
+    """The full index's transaction, and the paths it indexed.
+
+    PostgreSQL's work — above all the chunks' keyword vectors — is the longest single thread of
+    a full index, so it starts at once and is not kept waiting: other processes parse the files
+    (fanout) and make each file's chunks, nodes and inner edges, while this one queues the
+    chunks into their COPY as they arrive; the graph is assembled while PostgreSQL is still
+    working through the chunks, and the nodes, edges and closure follow."""
+    with transaction.atomic():
         _relaxed_commit()
         _clear(project)
         pid = str(project.id)
+        parts: dict[str, FilePart] = {}
+
+        def take(path: str, facts: FileFacts, part: FilePart) -> None:
+            chunk_out.lines(part.chunk_lines)
+            parts[path] = part
+
         with bulk.CopyWriter("graph_codechunk", CHUNK_COLUMNS) as chunk_out:
             files = fanout.extract_all(
-                tree.files,
-                prepare=lambda facts, source: list(_chunk_lines(pid, chunks(facts, source))),
-                consume=lambda path, facts, lines: chunk_out.lines(lines),
-                processes=parse_processes(),
+                tree.files, prepare=partial(file_part, pid), consume=take, processes=parse_processes()
             )
-            # Every chunk is queued; PostgreSQL works through them while the graph is built.
-            graph = build(
-                files, tree.files, Resolver(tree.files, tsconfigs=tree.tsconfigs, go_mod=tree.go_mod)
-            )
-            rows = list(graph.nodes.values())
-            with _second_connection() as side:  # this one is busy with the COPY
-                id_list = _reserve_ids(len(rows), side)
-            node_lines = list(_node_lines(pid, rows, id_list))
+            # PostgreSQL is still working through the queued chunks: assemble the graph and
+            # reserve its ids meanwhile (on a second connection, this one is busy). From here on
+            # each COPY's rows are made while PostgreSQL stores the previous one's.
+            resolver = Resolver(tree.files, tsconfigs=tree.tsconfigs, go_mod=tree.go_mod)
+            graph, tails = assemble(pid, files, parts, resolver)
+            with _second_connection() as side:
+                id_list = _reserve_ids(len(tails), side)
         report(50)
-        ids = {r["key"]: i for i, r in zip(id_list, rows, strict=True)}
+        ids = dict(zip(graph.nodes, id_list, strict=True))
         with bulk.CopyWriter("graph_graphnode", NODE_COLUMNS) as node_out:
-            node_out.lines(node_lines)
-            edge_lines = _edge_lines(pid, graph.edges, ids)  # while PostgreSQL stores the nodes
-            forward = _forward_in_memory(graph, ids)
-        edges = _copy("graph_graphedge", EDGE_COLUMNS, edge_lines)
+            node_out.lines(f"{i}\t{tail}" for i, tail in zip(id_list, tails, strict=True))
+            edge_lines = _edge_lines(pid, graph.edges, ids)
+            forward = _forward_in_memory(graph, ids, files)
+        closure = closure_mod.copy_lines([ids[p] for p in files], forward, depth_cap(), pid)
+        with bulk.CopyWriter("graph_graphedge", EDGE_COLUMNS) as edge_out:
+            edge_out.lines(edge_lines)
+            ahead = list(islice(closure, CLOSURE_AHEAD))
         report(75)
-        closure_rows = _write_closure(project, [ids[p] for p in files], forward)
+        closure_rows = _copy("graph_graphclosure", CLOSURE_COLUMNS, chain(ahead, closure))
         report(90)
         _refresh_statistics(
-            {"graph_graphnode": len(ids), "graph_graphedge": edges, "graph_graphclosure": closure_rows,
+            {"graph_graphnode": len(ids), "graph_graphedge": edge_out.count, "graph_graphclosure": closure_rows,
              "graph_codechunk": chunk_out.count}
         )  # fmt: skip
-    _memories_follow(project, files)
-    return IndexResult(
-        files=len(files), nodes=len(ids), edges=edges, closure_rows=closure_rows, chunks=chunk_out.count,
+    result = IndexResult(
+        files=len(files), nodes=len(ids), edges=edge_out.count, closure_rows=closure_rows, chunks=chunk_out.count,
         skipped=dict(tree.skipped),
     )  # fmt: skip
+    return result, set(files)
 
 
 # The columns the graph's queries filter and join on; the chunks' search vector is left to
@@ -715,7 +761,7 @@ def _recompute_closure(project: Project, descendants: set[int]) -> int:
     return _write_closure(project, sorted(file_ids), _file_forward(project))
 
 
-def _memories_follow(project: Project, files: dict[str, FileFacts]) -> None:
+def _memories_follow(project: Project, files: set[str]) -> None:
     """After a full index, memories about files that no longer exist are marked stale."""
     from apps.memories.models import Memory
     from apps.memories.services import memories_files_deleted
