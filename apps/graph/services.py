@@ -387,12 +387,13 @@ CHUNK_COLUMNS = ("project_id", "path", "language", "chunk_type", "name", "start_
 
 
 def _node_tail(project_id: str, r: dict[str, Any]) -> str:
-    """A node's COPY line after its id."""
+    """A node's COPY line after its id (most symbols have no metadata: no JSON encoder for them)."""
     text, field = bulk.text, bulk.field
+    metadata = text(bulk.json_text(r["metadata"])) if r["metadata"] else "{}"
     return (
         f"{project_id}\t{r['kind']}\t{text(r['key'])}\t{text(r['path'])}\t{text(r['name'][:300])}\t"
         f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
-        f"{text(bulk.json_text(r['metadata']))}"
+        f"{metadata}"
     )
 
 
