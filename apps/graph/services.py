@@ -548,6 +548,7 @@ def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> tupl
 
         def take(path: str, facts: FileFacts, part: FilePart) -> None:
             chunk_out.lines(part.chunk_lines)
+            part.chunk_lines = []  # queued: not kept twice
             parts[path] = part
 
         with bulk.CopyWriter("graph_codechunk", CHUNK_COLUMNS) as chunk_out:
