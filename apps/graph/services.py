@@ -573,17 +573,22 @@ def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> tupl
             edge_out.lines(edge_lines)
             ahead = list(islice(closure, CLOSURE_AHEAD))
         report(75)
-        closure_rows = _copy("graph_graphclosure", CLOSURE_COLUMNS, chain(ahead, closure))
+        paths, nodes = set(files), len(ids)
+        with bulk.CopyWriter("graph_graphclosure", CLOSURE_COLUMNS) as closure_out:
+            closure_out.lines(chain(ahead, closure))
+            # Free what the index built while PostgreSQL stores the closure, not after it.
+            parts.clear()  # (held by `take` too)
+            del files, graph, tails, id_list, ids, edge_lines, forward, closure, ahead
         report(90)
         _refresh_statistics(
-            {"graph_graphnode": len(ids), "graph_graphedge": edge_out.count, "graph_graphclosure": closure_rows,
+            {"graph_graphnode": nodes, "graph_graphedge": edge_out.count, "graph_graphclosure": closure_out.count,
              "graph_codechunk": chunk_out.count}
         )  # fmt: skip
     result = IndexResult(
-        files=len(files), nodes=len(ids), edges=edge_out.count, closure_rows=closure_rows, chunks=chunk_out.count,
-        skipped=dict(tree.skipped),
+        files=len(paths), nodes=nodes, edges=edge_out.count, closure_rows=closure_out.count,
+        chunks=chunk_out.count, skipped=dict(tree.skipped),
     )  # fmt: skip
-    return result, set(files)
+    return result, paths
 
 
 # The columns the graph's queries filter and join on; the chunks' search vector is left to
