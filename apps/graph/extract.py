@@ -221,7 +221,7 @@ def extract(path: str, source: bytes, language: str | None = None) -> FileFacts:
         raise ValueError(f"no grammar for {path}")
     tree = _parser(language).parse(source)
     facts = FileFacts(path=path, language=language, lines=source.count(b"\n") + 1)
-    captures = QueryCursor(_query(language)).captures(tree.root_node)
+    captures = _in_document_order(QueryCursor(_query(language)).captures(tree.root_node))
     _definitions(facts, captures, language)
     enclosing = _Enclosing(facts.definitions)
     facts.calls = [(enclosing(node.start_byte), _text(node)) for node in captures.get("call", ())]
@@ -236,6 +236,14 @@ def extract(path: str, source: bytes, language: str | None = None) -> FileFacts:
     if language == "python":
         facts.docstring = _python_docstring(tree.root_node)
     return facts
+
+
+def _in_document_order(captures: dict[str, list[Node]]) -> dict[str, list[Node]]:
+    """Each capture's nodes in the order they appear in the file. tree-sitter does not promise
+    that order (the same file can come back in another order from one call to the next), and
+    what is read from them depends on it: which name goes with which `__all__` value, or which
+    `impl` trait with which type, and the order of the imports, which decides how calls resolve."""
+    return {name: sorted(nodes, key=lambda n: (n.start_byte, n.end_byte)) for name, nodes in captures.items()}
 
 
 class _Enclosing:
@@ -296,9 +304,9 @@ def _definitions(facts: FileFacts, captures: dict[str, list[Node]], language: st
 
 
 def _python_imports(facts: FileFacts, captures: dict[str, list[Node]]) -> None:
-    for node in sorted(captures.get("import.module", ()), key=lambda n: n.start_byte):
+    for node in captures.get("import.module", ()):
         facts.imports.append(Import(specifier=_text(node)))
-    for statement in sorted(captures.get("from", ()), key=lambda n: n.start_byte):
+    for statement in captures.get("from", ()):
         module = statement.child_by_field_name("module_name")
         names = tuple(
             _text(child.child_by_field_name("name") if child.type == "aliased_import" else child)

@@ -109,3 +109,16 @@ def test_closure_keeps_shortest_paths_with_weights_up_to_the_cap():
     assert closure([1], forward, max_depth=1) and all(
         r.depth == 1 for r in closure([1], forward, max_depth=1)
     )
+
+
+def test_what_is_read_from_captures_follows_the_file_not_the_order_tree_sitter_returns():
+    # tree-sitter returns a capture's nodes in no promised order (it varied from one call to the
+    # next on this very shape), and `__all__` is read by pairing names with list values.
+    source = (
+        b'__lazy__ = ["a"]\n_MARKER = ["b"]\n\n\ndef one():\n    pass\n\n\ndef two():\n    pass\n\n\n'
+        b'__all__ = ["two"]\nmore = ["c", "d"]\n'
+    )
+    ts = b'import { a } from "./a";\nimport { b } from "./b";\nexport { c } from "./c";\nimport d from "./d";\n'
+    for _ in range(30):
+        assert extract("pkg/mod.py", source).exports == ["two"]
+        assert [i.specifier for i in extract("src/x.ts", ts).imports] == ["./a", "./b", "./d", "./c"]
