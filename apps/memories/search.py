@@ -195,14 +195,14 @@ def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
 
 
 def keyword_candidates(
-    base: MemoryQuerySet, query: str, project: Project, fields: Sequence[str] = ()
+    base: MemoryQuerySet, query: str, project: Project
 ) -> tuple[QuerySet, dict[str, int], int]:
     """The keyword path's SQL: memories holding the query's rarer lexemes (GIN index), best
-    `ts_rank` first, each with its length and the query lexemes it holds with their weights
-    (and `fields`); plus every query lexeme's document frequency and the project's memory count."""
+    `ts_rank` first, each with its length and the query lexemes it holds with their weights;
+    plus every query lexeme's document frequency and the project's memory count."""
     dfs, n_docs = _query_lexemes(query, project)
     if not dfs:
-        return base.none().values_list("id", "id", "id", *fields), dfs, n_docs
+        return base.none().values_list("id", "id", "id"), dfs, n_docs
     selection = {term: max(df, 1) for term, df in dfs.items()}
     tsquery = tsquery_any(select_filter_terms(selection, max(n_docs, 1)))
     rows = (
@@ -219,7 +219,7 @@ def keyword_candidates(
             ),
         )
         .order_by("-ts", "id")
-        .values_list("id", "doclen", "hits", *fields)[:KEYWORD_POOL]
+        .values_list("id", "doclen", "hits")[:KEYWORD_POOL]
     )
     return rows, dfs, n_docs
 
@@ -285,14 +285,19 @@ def _cohere_rerank(query: str, documents: list[str], keep: int) -> list[tuple[in
     return [(item.index, float(item.relevance_score)) for item in response.results]
 
 
-def _distance(vector: np.ndarray, model_id: str) -> RawSQL:
-    """Cosine distance to `vector` for memories embedded by this model at its dimensions, else NULL."""
+def _distance_sql(vector: np.ndarray, model_id: str, table: str = "") -> tuple[str, list[Any]]:
+    """Cosine distance to `vector` for memories embedded by this model at its dimensions, else
+    NULL (vectors of different models are never compared); `table` qualifies the columns."""
     dims = int(len(vector))
-    return RawSQL(
-        f"CASE WHEN embedding_dims = %s AND embedding_model = %s THEN {distance_expr(dims)} END",
-        [dims, model_id, vector_literal(vector)],
-        output_field=FloatField(),
+    sql = (
+        f"CASE WHEN {table}embedding_dims = %s AND {table}embedding_model = %s"
+        f" THEN {distance_expr(dims, f'{table}embedding')} END"
     )
+    return sql, [dims, model_id, vector_literal(vector)]
+
+
+def _distance(vector: np.ndarray, model_id: str) -> RawSQL:
+    return RawSQL(*_distance_sql(vector, model_id), output_field=FloatField())
 
 
 def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
@@ -311,11 +316,7 @@ def _candidate_rows(ids: list[str], vector: np.ndarray | None, model_id: str) ->
     if not ids:
         return {}
     columns = ", ".join(f"m.{name}" for name in _WEIGHT_FIELDS)
-    distance, params = "NULL::float", []
-    if vector is not None:
-        dims = int(len(vector))
-        distance = f"CASE WHEN m.embedding_dims = %s AND m.embedding_model = %s THEN {distance_expr(dims, 'm.embedding')} END"
-        params = [dims, model_id, vector_literal(vector)]
+    distance, params = ("NULL::float", []) if vector is None else _distance_sql(vector, model_id, "m.")
     relations = "EXISTS (SELECT 1 FROM memories_memoryrelation r WHERE r.memory_id = m.id)"
     with connection.cursor() as cursor:
         cursor.execute(
