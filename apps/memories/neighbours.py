@@ -60,7 +60,8 @@ def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float
         for name, provider in _PROVIDERS.items()
     ]
     waiting = [(name, beside.start(ask)) for name, ask in asks[:-1]]
-    answers = [*((name, result()) for name, result in waiting), *((name, ask()) for name, ask in asks[-1:])]
+    here = [(name, ask()) for name, ask in asks[-1:]]  # while the others run beside
+    answers = [(name, result()) for name, result in waiting] + here
     for name, found in answers:
         for path, weight in found.items():
             if path in in_play or weight <= 0:
