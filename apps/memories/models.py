@@ -209,8 +209,10 @@ class Memory(models.Model):
             models.Index(fields=["team", "scope"], name="memory_team_scope"),
             models.Index(fields=["project"], condition=Q(needs_review=True), name="memory_needs_review"),
             models.Index(fields=["deprecated", "deprecated_at"], name="memory_deprecated"),
-            GinIndex(fields=["related_files"], name="memory_related_files"),
-            GinIndex(fields=["search_vector"], name="memory_search_vector"),
+            # No pending list (fastupdate): searches read these on every query, and a pending
+            # list of recent inserts is scanned linearly until a vacuum merges it.
+            GinIndex(fields=["related_files"], name="memory_related_files", fastupdate=False),
+            GinIndex(fields=["search_vector"], name="memory_search_vector", fastupdate=False),
         ]
         constraints = [
             models.CheckConstraint(
