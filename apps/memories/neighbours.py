@@ -15,6 +15,7 @@ A provider that raises is logged and skipped: retrieval never fails because of o
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from functools import partial
 from uuid import UUID
@@ -26,6 +27,9 @@ logger = logging.getLogger(__name__)
 NeighbourProvider = Callable[[UUID, list[str]], dict[str, float]]
 
 _PROVIDERS: dict[str, NeighbourProvider] = {}
+# How long each provider has been taking (ms, moving average): the slowest runs in the calling
+# thread and the others beside it, where with one spare core they run one after another.
+_COST: dict[str, float] = {}
 
 
 def _name(fn: NeighbourProvider) -> str:
@@ -49,16 +53,15 @@ def neighbour_providers() -> list[NeighbourProvider]:
 
 def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float], dict[str, str]]:
     """Every provider's neighbours of `files` merged (max weight), and which provider gave each.
-    The providers are independent reads, so all but the last run beside this thread."""
+    The providers are independent reads: the slowest so far runs in this thread while the
+    others run beside it."""
     merged: dict[str, float] = {}
     origin: dict[str, str] = {}
     if not files:
         return merged, origin
     in_play = set(files)
-    asks = [
-        (name, partial(_ask, name, provider, project_id, list(files)))
-        for name, provider in _PROVIDERS.items()
-    ]
+    by_cost = sorted(_PROVIDERS.items(), key=lambda item: _COST.get(item[0], 0.0))
+    asks = [(name, partial(_ask, name, provider, project_id, list(files))) for name, provider in by_cost]
     waiting = [(name, beside.start(ask)) for name, ask in asks[:-1]]
     here = [(name, ask()) for name, ask in asks[-1:]]  # while the others run beside
     answers = [(name, result()) for name, result in waiting] + here
@@ -74,11 +77,15 @@ def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float
 
 
 def _ask(name: str, provider: NeighbourProvider, project_id: UUID, files: list[str]) -> dict[str, float]:
+    started = time.perf_counter()
     try:
         return provider(project_id, files) or {}
     except Exception:
         logger.exception("Neighbour provider %s failed", name)
         return {}
+    finally:
+        took = (time.perf_counter() - started) * 1000
+        _COST[name] = took if name not in _COST else 0.8 * _COST[name] + 0.2 * took
 
 
 def co_mentioned_files(project_id: UUID, files: list[str]) -> dict[str, float]:

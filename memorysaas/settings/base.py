@@ -1,5 +1,6 @@
 """Settings shared by every environment. Values come from the environment (see README)."""
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -199,9 +200,12 @@ OPENAI_CHAT_MODEL = env_str("OPENAI_CHAT_MODEL", "gpt-4o-mini")
 SEARCH_HYDE = env_bool("SEARCH_HYDE", True)
 HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
 # Search runs its dense and graph paths on a second connection beside the keyword path
-# (apps/memories/beside.py); the workers per process each keep one connection.
+# (apps/memories/beside.py); the workers per process each keep one connection. One fewer than
+# the CPUs this process may use: with three paths at once on two cores, PostgreSQL's backends
+# and the GIL made the keyword path wait (100K benchmark: pipeline p95 51 ms with two workers,
+# 43-46 with one).
 SEARCH_CONCURRENT = env_bool("SEARCH_CONCURRENT", True)
-SEARCH_CONCURRENT_WORKERS = env_int("SEARCH_CONCURRENT_WORKERS", 2)
+SEARCH_CONCURRENT_WORKERS = env_int("SEARCH_CONCURRENT_WORKERS", max(1, len(os.sched_getaffinity(0)) - 1))
 COHERE_API_KEY = env_str("COHERE_API_KEY")
 COHERE_BASE_URL = env_str("COHERE_BASE_URL") or None
 COHERE_RERANK_MODEL = env_str("COHERE_RERANK_MODEL", "rerank-v3.5")

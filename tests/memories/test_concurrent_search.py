@@ -9,7 +9,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from apps.memories import beside
+from apps.memories import beside, neighbours
 from apps.memories.neighbours import (
     file_neighbours,
     register_neighbour_provider,
@@ -84,7 +84,7 @@ def test_concurrent_search_ranks_exactly_as_the_sequential_one(alice, concurrent
         assert {"paths", "dense", "keyword"} <= set(concurrent_result.timings_ms)
 
 
-def test_neighbour_providers_run_beside_and_a_failing_one_is_skipped(alice, concurrent):
+def test_neighbour_providers_run_beside_and_a_failing_one_is_skipped(alice, concurrent, monkeypatch):
     threads: dict[str, str] = {}
 
     def imports(project_id, files):
@@ -95,13 +95,17 @@ def test_neighbour_providers_run_beside_and_a_failing_one_is_skipped(alice, conc
         threads["broken"] = threading.current_thread().name
         raise RuntimeError("provider down")
 
-    register_neighbour_provider(imports)
     register_neighbour_provider(broken)
+    register_neighbour_provider(imports)
+    # The provider that has been slowest runs in place while the others run beside it.
+    monkeypatch.setitem(neighbours._COST, neighbours._name(broken), 1e6)
+    monkeypatch.setitem(neighbours._COST, neighbours._name(imports), 0.0)
     try:
         merged, origin = file_neighbours(alice.project.id, ["core/paginator.py"])
     finally:
         unregister_neighbour_provider(imports)
         unregister_neighbour_provider(broken)
     assert merged["views/list.py"] == 1.0 and origin["views/list.py"] == "imports"
-    assert threads["imports"].startswith("search-beside")  # not the last provider: beside
-    assert threads["broken"] == threading.current_thread().name  # the last one: in place
+    assert threads["imports"].startswith("search-beside")  # a quick one: beside
+    assert threads["broken"] == threading.current_thread().name  # the slowest: in place
+    assert neighbours._COST[neighbours._name(broken)] < 1e6  # its time this call counts in
