@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
@@ -29,10 +29,10 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
 from django.db.models import (
+    DEFERRED,
     BooleanField,
     FloatField,
     IntegerField,
-    Prefetch,
     QuerySet,
     TextField,
     prefetch_related_objects,
@@ -65,13 +65,21 @@ KEYWORD_TOP = 50
 KEYWORD_POOL = 60
 GRAPH_TOP = 40
 RERANK_TOP = 20
-# What fusion and weighing read of each candidate.
+# What fusion and weighing read of each candidate: every path's statement selects these with
+# its ids (and the distance to the query vector), so no statement after the paths fetches them.
 _WEIGHT_FIELDS = (
-    "id", "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
+    "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
     "decay_half_life_days", "last_accessed_at", "created_at", "related_files",
 )  # fmt: skip
+_ROW_FIELDS = (*_WEIGHT_FIELDS, "distance")
+Row = dict[str, Any]
+Found = list[tuple[str, float, Row]]  # a path's (id, score, row) best first
 # What a result carries: every column but the two heavy ones.
 _RESULT_FIELDS = [f for f in Memory._meta.concrete_fields if f.attname not in ("embedding", "search_vector")]
+# Where each result column goes in a full row of the model's fields (the heavy ones deferred):
+# Model.from_db takes that row as it is, instead of matching every field's name in a list.
+_ALL_NAMES = [f.attname for f in Memory._meta.concrete_fields]
+_RESULT_SLOTS = [_ALL_NAMES.index(f.attname) for f in _RESULT_FIELDS]
 
 
 @dataclass
@@ -150,20 +158,27 @@ class _Clock:
 # ---------------------------------------------------------------- candidate paths
 
 
-def dense_path(
-    base: MemoryQuerySet, vector: np.ndarray, *, model_id: str, limit: int = DENSE_TOP
-) -> list[tuple[str, float]]:
-    """(id, cosine) nearest first among `base`, through the HNSW index of this model's dimensions."""
+def _found(rows: Iterable[tuple], score: Callable[[Row], float]) -> Found:
+    """(id, score, row) from statement rows laid out as (id, *_ROW_FIELDS)."""
+    found = []
+    for memory_id, *values in rows:
+        row = dict(zip(_ROW_FIELDS, values, strict=True))
+        found.append((str(memory_id), score(row), row))
+    return found
+
+
+def dense_path(base: MemoryQuerySet, vector: np.ndarray, *, model_id: str, limit: int = DENSE_TOP) -> Found:
+    """(id, cosine, row) nearest first among `base`, through the HNSW index of this model's dimensions."""
     dims = int(len(vector))
     literal = vector_literal(vector)
     rows = (
         base.filter(embedding_dims=dims, embedding_model=model_id)
         .annotate(distance=RawSQL(distance_expr(dims), [literal], output_field=FloatField()))
         .order_by("distance")
-        .values_list("id", "distance")[:limit]
+        .values_list("id", *_ROW_FIELDS)[:limit]
     )
     found = list(rows)  # the session's iterative-scan settings apply (vectors.set_session_search_params)
-    return [(str(memory_id), 1.0 - float(distance)) for memory_id, distance in found]
+    return _found(found, lambda row: 1.0 - float(row["distance"]))
 
 
 def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
@@ -198,11 +213,12 @@ def keyword_candidates(
     base: MemoryQuerySet, query: str, project: Project
 ) -> tuple[QuerySet, dict[str, int], int]:
     """The keyword path's SQL: memories holding the query's rarer lexemes (GIN index), best
-    `ts_rank` first, each with its length and the query lexemes it holds with their weights;
-    plus every query lexeme's document frequency and the project's memory count."""
+    `ts_rank` first, annotated with their length (`doclen`) and the query lexemes they hold with
+    their weights (`hits`), to project and slice; plus every query lexeme's document frequency
+    and the project's memory count."""
     dfs, n_docs = _query_lexemes(query, project)
     if not dfs:
-        return base.none().values_list("id", "id", "id"), dfs, n_docs
+        return base.none(), dfs, n_docs
     selection = {term: max(df, 1) for term, df in dfs.items()}
     tsquery = tsquery_any(select_filter_terms(selection, max(n_docs, 1)))
     rows = (
@@ -219,25 +235,37 @@ def keyword_candidates(
             ),
         )
         .order_by("-ts", "id")
-        .values_list("id", "doclen", "hits")[:KEYWORD_POOL]
     )
     return rows, dfs, n_docs
 
 
 def keyword_path(
-    base: MemoryQuerySet, query: str, project: Project, *, limit: int = KEYWORD_TOP
-) -> list[tuple[str, float]]:
-    """(id, BM25) best first: PostgreSQL finds candidates by the query's rarer lexemes, BM25 over
-    all query lexemes (field-weighted, project DF) ranks them."""
+    base: MemoryQuerySet,
+    query: str,
+    project: Project,
+    *,
+    vector: np.ndarray | None = None,
+    model_id: str = "",
+    limit: int = KEYWORD_TOP,
+) -> Found:
+    """(id, BM25, row) best first: PostgreSQL finds candidates by the query's rarer lexemes, BM25
+    over all query lexemes (field-weighted, project DF) ranks them."""
     rows, dfs, n_docs = keyword_candidates(base, query, project)
+    if not dfs:  # nothing searchable in the query: only stop words, punctuation or control characters
+        return []
+    rows = rows.annotate(distance=_distance(vector, model_id) if vector is not None else _NO_DISTANCE)
     candidates = []
-    for memory_id, doclen, hits in rows:
+    row_of: dict[str, Row] = {}
+    for memory_id, doclen, hits, *row in rows.values_list("id", "doclen", "hits", *_ROW_FIELDS)[
+        :KEYWORD_POOL
+    ]:
         matches: dict[str, float] = {}
         for hit in hits or ():
             lexeme, _, weights = hit.rpartition(":")
             matches[lexeme] = weighted_tf(weights or "D")
+        row_of[str(memory_id)] = dict(zip(_ROW_FIELDS, row, strict=True))
         candidates.append(Candidate(memory_id=str(memory_id), length=int(doclen or 1), matches=matches))
-    return bm25(candidates, dfs, max(n_docs, 1))[:limit]
+    return [(i, score, row_of[i]) for i, score in bm25(candidates, dfs, max(n_docs, 1))[:limit]]
 
 
 def graph_path(
@@ -247,28 +275,27 @@ def graph_path(
     vector: np.ndarray | None = None,
     model_id: str = "",
     limit: int = GRAPH_TOP,
-) -> list[tuple[str, float]]:
-    """(id, strength) for memories attached to neighbours of the files in play: the closest
+) -> Found:
+    """(id, strength, row) for memories attached to neighbours of the files in play: the closest
     neighbour's weight plus a little for each further one, capped at 1. Among equally strong
     ones (every depth-1 import neighbour weighs the same) the closest in meaning comes first,
     when the query has a vector."""
     if not neighbours:
         return []
-    rows = base.filter(related_files__overlap=list(neighbours))
-    closeness: dict[str, float] = {}
-    if vector is not None:
-        rows = rows.annotate(distance=_distance(vector, model_id))
-        found = list(rows.values_list("id", "related_files", "distance")[:500])
-        for memory_id, _, distance in found:
-            closeness[str(memory_id)] = 1.0 - float(distance) if distance is not None else -1.0
-    else:
-        found = [(*row, None) for row in rows.values_list("id", "related_files")[:500]]
-    scored = []
-    for memory_id, files, _ in found:
-        weights = sorted((neighbours[f] for f in files if f in neighbours), reverse=True)
-        strength = min(1.0, weights[0] + 0.1 * sum(weights[1:]))
-        scored.append((str(memory_id), strength))
-    scored.sort(key=lambda pair: (-round(pair[1], 3), -closeness.get(pair[0], 0.0), pair[0]))
+    rows = base.filter(related_files__overlap=list(neighbours)).annotate(
+        distance=_distance(vector, model_id) if vector is not None else _NO_DISTANCE
+    )
+
+    def strength(row: Row) -> float:
+        weights = sorted((neighbours[f] for f in row["related_files"] if f in neighbours), reverse=True)
+        return min(1.0, weights[0] + 0.1 * sum(weights[1:]))
+
+    scored = _found(rows.values_list("id", *_ROW_FIELDS)[:500], strength)
+
+    def closeness(row: Row) -> float:
+        return 1.0 - float(row["distance"]) if row["distance"] is not None else -1.0
+
+    scored.sort(key=lambda found: (-round(found[1], 3), -closeness(found[2]), found[0]))
     return scored[:limit]
 
 
@@ -300,6 +327,9 @@ def _distance(vector: np.ndarray, model_id: str) -> RawSQL:
     return RawSQL(*_distance_sql(vector, model_id), output_field=FloatField())
 
 
+_NO_DISTANCE = RawSQL("NULL::float", [], output_field=FloatField())
+
+
 def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
     def run() -> tuple[T, float]:
         started = time.perf_counter()
@@ -309,48 +339,39 @@ def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
     return run
 
 
-def _candidate_rows(ids: list[str], vector: np.ndarray | None, model_id: str) -> dict[str, dict[str, Any]]:
-    """What fusion and weighing need of each candidate, whether it has relations, and its
-    cosine distance to `vector` (NULL for another model's vectors): one statement, without
-    the ORM's per-query cost."""
-    if not ids:
-        return {}
-    columns = ", ".join(f"m.{name}" for name in _WEIGHT_FIELDS)
-    distance, params = ("NULL::float", []) if vector is None else _distance_sql(vector, model_id, "m.")
+def _results(ids: list[str]) -> dict[str, Memory]:
+    """The result memories by id: one statement, instances made as a queryset makes them
+    (Model.from_db after each field's database converters), relations prefetched only for
+    the ones that have any (the others get the empty set a prefetch would leave, without its
+    ~0.15 ms an instance)."""
     relations = "EXISTS (SELECT 1 FROM memories_memoryrelation r WHERE r.memory_id = m.id)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns}, {relations}, {distance} FROM memories_memory m WHERE m.id = ANY(%s::uuid[])",
-            [*params, ids],
-        )
-        names = [*_WEIGHT_FIELDS, "has_relations", "distance"]
-        return {str(row[0]): dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
-
-
-def _results(ids: list[str], has_relations: set[str]) -> dict[str, Memory]:
-    """The result memories by id: one statement, instances made as a queryset makes them
-    (Model.from_db after each field's database converters), relations prefetched only for
-    the ones that have any (the others get an empty set without a query)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(f.column for f in _RESULT_FIELDS)} FROM memories_memory WHERE id = ANY(%s::uuid[])",
+            f"SELECT {relations}, {', '.join(f'm.{f.column}' for f in _RESULT_FIELDS)}"
+            " FROM memories_memory m WHERE m.id = ANY(%s::uuid[])",
             [ids],
         )
         rows = cursor.fetchall()
-    names = [f.attname for f in _RESULT_FIELDS]
-    converters = [(i, f.get_db_converters(connection)) for i, f in enumerate(_RESULT_FIELDS)]
+    converters = [(i, c) for i, f in enumerate(_RESULT_FIELDS) if (c := f.get_db_converters(connection))]
     memories = {}
-    for row in rows:
-        values = list(row)
+    has_relations = set()
+    for related, *values in rows:
         for i, field_converters in converters:
             for converter in field_converters:
                 values[i] = converter(values[i], None, connection)
-        memory = Memory.from_db(connection.alias, names, values)
+        full: list[Any] = [DEFERRED] * len(_ALL_NAMES)
+        for slot, value in zip(_RESULT_SLOTS, values, strict=True):
+            full[slot] = value
+        memory = Memory.from_db(connection.alias, _ALL_NAMES, full)
         memories[str(memory.id)] = memory
-    with_relations = [m for i, m in memories.items() if i in has_relations]
-    without = [m for i, m in memories.items() if i not in has_relations]
-    prefetch_related_objects(with_relations, "relations")
-    prefetch_related_objects(without, Prefetch("relations", queryset=MemoryRelation.objects.none()))
+        if related:
+            has_relations.add(str(memory.id))
+    prefetch_related_objects([m for i, m in memories.items() if i in has_relations], "relations")
+    for memory_id, memory in memories.items():
+        if memory_id not in has_relations:  # what a prefetch that found nothing leaves behind
+            empty = MemoryRelation.objects.none()
+            empty._result_cache, empty._prefetch_done = [], True
+            memory._prefetched_objects_cache = {"relations": empty}
     return memories
 
 
@@ -416,13 +437,15 @@ def search(
             asked[key] = file_neighbours(project.id, in_play)[0]
         return asked[key]
 
-    runs: dict[str, Callable[[], list[tuple[str, float]]]] = {}
+    runs: dict[str, Callable[[], Found]] = {}
     if vector is not None:
         runs["dense"] = lambda: dense_path(
             base, vector, model_id=provider.model_id, limit=max(DENSE_TOP, 2 * limit)
         )
     if "keyword" in paths and query.strip():
-        runs["keyword"] = lambda: keyword_path(base, query, project)
+        runs["keyword"] = lambda: keyword_path(
+            base, query, project, vector=vector, model_id=provider.model_id
+        )
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(
             base, neighbours_of(graph_files), vector=vector, model_id=provider.model_id
@@ -430,16 +453,16 @@ def search(
     # The dense and graph paths run on connections of their own while this thread runs the
     # keyword path (beside.py); each reports its own time, `paths` the time of all three.
     waiting = {name: beside.start(_timed(run)) for name, run in runs.items() if name != "keyword"}
-    rankings: dict[str, list[tuple[str, float]]] = {}
+    found: dict[str, Found] = {}
     if "keyword" in runs:
-        rankings["keyword"], clock.timings["keyword"] = _timed(runs["keyword"])()
+        found["keyword"], clock.timings["keyword"] = _timed(runs["keyword"])()
     for name, result in waiting.items():
-        rankings[name], clock.timings[name] = result()
+        found[name], clock.timings[name] = result()
     clock.lap("paths")
 
-    ranked_ids = {path: [i for i, _ in found] for path, found in rankings.items()}
-    candidates = list(dict.fromkeys(i for ids in ranked_ids.values() for i in ids))
-    info = _candidate_rows(candidates, vector, provider.model_id)
+    rankings = {path: [(i, score) for i, score, _ in rows] for path, rows in found.items()}
+    ranked_ids = {path: [i for i, _ in ranking] for path, ranking in rankings.items()}
+    info = {i: row for rows in found.values() for i, _, row in rows}
     cosines = {i: 1.0 - float(row["distance"]) for i, row in info.items() if row["distance"] is not None}
     rrf = fusion.weighted_rrf(ranked_ids, rrf_weights)
     fused = fusion.score_fusion(
@@ -483,10 +506,10 @@ def search(
             disputed=row["disputed"],
         )
         components[memory_id] = {
-            "rrf": round(rrf.get(memory_id, 0.0), 6),
-            "fused": round(fused[memory_id], 6),
-            "cosine": round(cosines[memory_id], 6) if memory_id in cosines else None,
-            "boost": round(boosted - fused[memory_id], 6),
+            "rrf": rrf.get(memory_id, 0.0),  # (rounded with the others when a hit is made)
+            "fused": fused[memory_id],
+            "cosine": cosines.get(memory_id),
+            "boost": boosted - fused[memory_id],
             "phase_weight": w.phase_weight,
             "source_trust": w.source_trust,
             "confidence": round(confidence, 4),
@@ -503,7 +526,7 @@ def search(
     clock.lap("rerank")
 
     final = ordered[:limit]
-    memories = _results(final, {i for i in final if info[i]["has_relations"]})
+    memories = _results(final)
     path_rank = {path: {i: r for r, i in enumerate(ids, start=1)} for path, ids in ranked_ids.items()}
     hits = [
         Hit(

@@ -107,4 +107,6 @@ def test_bench_search_prints_its_figures(capsys):
         "pipeline_p95_ms", "http_p95_ms", "filtered_recall_at_10",
     } <= set(result)  # fmt: skip
     assert result["filtered_recall_at_10"] > 0.5
+    assert result["pipeline_p95_limit_ms"] == round(result["dense_p95_ms"] + result["keyword_p95_ms"] + 15, 3)
+    assert result["keyword_p50_ms"] <= result["keyword_p95_ms"]
     assert not Memory.objects.exists()

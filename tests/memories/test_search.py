@@ -53,6 +53,17 @@ def test_code_aware_keyword_path_matches_whole_and_parts(alice, corpus):
         assert result.hits[0].ranks["keyword"] == 1
 
 
+@pytest.mark.parametrize("query", ["\u001b", "HE", ":", "the of and"])
+def test_a_query_with_nothing_to_match_by_keyword_still_searches_by_meaning(alice, corpus, api_client, query):
+    client = api_client(alice.key)
+    response = client.post(f"projects/{alice.project.id}/search", {"query": query})
+    assert response.status_code == 200, response.content
+    results = response.json()["results"]
+    assert results and all(r["ranks"]["keyword"] is None for r in results)
+    context = client.post(f"projects/{alice.project.id}/context", {"task": query})
+    assert context.status_code == 200, context.content
+
+
 def test_search_api_reports_ranks_components_and_timings(alice, corpus, api_client):
     response = api_client(alice.key).post(
         f"projects/{alice.project.id}/search", {"query": "verifyJwt skew", "phase": "implement"}
@@ -254,3 +265,43 @@ def test_results_without_relations_cost_no_relations_query(alice, corpus):
     with CaptureQueriesContext(connection) as queries:
         search(principal=alice.principal, project=alice.project, query="paginator EmptyPage", limit=5)
     assert not any("memories_memoryrelation" in q["sql"] and "EXISTS" not in q["sql"] for q in queries)
+
+
+def test_the_memories_gin_indexes_keep_no_pending_list(alice):
+    """Searches read these indexes on every query; a pending list (fastupdate) of recent inserts
+    would be scanned linearly on each of them until a vacuum merged it."""
+    make_memory(alice, content="pending list probe", related_files=["probe/pending.py"])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, c.reloptions FROM pg_class c"
+            " WHERE c.relname IN ('memory_related_files', 'memory_search_vector') ORDER BY c.relname"
+        )
+        rows = cursor.fetchall()
+        cursor.execute("SELECT gin_clean_pending_list('memory_related_files'::regclass)")
+        merged = cursor.fetchone()[0]
+    assert rows == [
+        ("memory_related_files", ["fastupdate=false"]),
+        ("memory_search_vector", ["fastupdate=false"]),
+    ]
+    assert merged == 0  # nothing was waiting: the insert went straight into the index
+
+
+def test_a_memorys_vector_stays_in_its_row(alice):
+    """Distances are computed from the row on every search; a vector moved to the TOAST table
+    would be fetched back through its index each time."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'memories_memory'")
+        toast = cursor.fetchone()[0]
+        cursor.execute(f"SELECT count(*) FROM {toast}")
+        before = cursor.fetchone()[0]
+    memory = make_memory(
+        alice,
+        content="Long memories keep their vector in the row. " * 20,  # ~900 bytes of content
+        related_files=["probe/toast.py"],
+        tags=["storage", "toast"],
+    )
+    memory.refresh_from_db()
+    assert memory.embedding_status == "ready" and len(memory.embedding) == 384
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {toast}")
+        assert cursor.fetchone()[0] == before
