@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.memories import fusion, services
+from apps.memories.keyword import select_filter_terms
 from apps.memories.models import Memory
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
 from apps.memories.search import search
@@ -62,6 +63,14 @@ def test_a_query_with_nothing_to_match_by_keyword_still_searches_by_meaning(alic
     assert results and all(r["ranks"]["keyword"] is None for r in results)
     context = client.post(f"projects/{alice.project.id}/context", {"task": query})
     assert context.status_code == 200, context.content
+
+
+def test_select_filter_terms_takes_the_rarest_within_its_limits():
+    dfs = {"rare": 1, "uncommon": 4, "often": 30, "everywhere": 90}
+    assert select_filter_terms(dfs, 100) == ["rare", "uncommon"]  # 30 > 20% of 100
+    assert select_filter_terms(dfs, 100, max_rows=4) == ["rare"]  # 1 + 4 rows > 4
+    assert select_filter_terms(dfs, 100, limit=1) == ["rare"]
+    assert select_filter_terms({"often": 30, "everywhere": 90}, 100) == ["often"]  # all common: the rarest
 
 
 def test_search_api_reports_ranks_components_and_timings(alice, corpus, api_client):
