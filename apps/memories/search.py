@@ -17,6 +17,7 @@ path runs with pgvector's iterative index scan so that filter does not cost reca
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,18 +27,13 @@ from uuid import UUID
 
 import numpy as np
 from django.conf import settings
-from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import (
     DEFERRED,
-    BooleanField,
-    FloatField,
-    IntegerField,
     QuerySet,
-    TextField,
     prefetch_related_objects,
 )
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps.memories import beside, fusion, hyde
@@ -45,7 +41,7 @@ from apps.memories.codetokens import analyze_fields, tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
 from apps.memories.kinds import universal_phase
-from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation
+from apps.memories.models import Memory, MemoryRelation
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
 from apps.memories.selectors import memories_visible
@@ -158,6 +154,61 @@ class _Clock:
 # ---------------------------------------------------------------- candidate paths
 
 
+# The paths' statements are written out over memories_memory under the search's tenant filter,
+# which is compiled from the visible-memories queryset once: building and compiling a queryset
+# per path cost ~0.8 ms of Python each (the keyword one ~1.7), held under the GIL while the
+# paths run at once.
+_ROW_COLUMNS = ", ".join(Memory._meta.get_field(name).column for name in _WEIGHT_FIELDS)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A memories queryset's WHERE clause as SQL over memories_memory (no joins) and parameters."""
+
+    sql: str
+    params: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, memories: QuerySet) -> Scope:
+        query = memories.query
+        joined = {alias for alias, refs in query.alias_refcount.items() if refs} - {Memory._meta.db_table}
+        if joined:  # (joins the filter set up and trimmed again stay in the alias map, unreferenced)
+            raise ValueError(f"a search scope filters memories_memory alone, not {sorted(joined)}")
+        try:
+            sql, params = query.get_compiler(using=memories.db).compile(query.where)
+        except EmptyResultSet:  # .none()
+            return cls("FALSE", ())
+        return cls(sql or "TRUE", tuple(params))
+
+
+def _rows(sql: str, params: Sequence[Any], *, first: int = 1) -> list[tuple]:
+    """The statement's rows, whose columns from `first` on are _ROW_FIELDS, each field's value
+    as the ORM would give it."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    converters = _row_converters()
+    if converters:
+        rows = [tuple(_convert(row, converters, first)) for row in rows]
+    return rows
+
+
+@functools.cache
+def _row_converters() -> tuple[tuple[int, tuple[Callable, ...]], ...]:
+    fields = [Memory._meta.get_field(name) for name in _WEIGHT_FIELDS]
+    return tuple(
+        (i, tuple(c)) for i, field in enumerate(fields) if (c := field.get_db_converters(connection))
+    )
+
+
+def _convert(row: tuple, converters, first: int) -> list:
+    values = list(row)
+    for i, field_converters in converters:
+        for converter in field_converters:
+            values[first + i] = converter(values[first + i], None, connection)
+    return values
+
+
 def _found(rows: Iterable[tuple], score: Callable[[Row], float]) -> Found:
     """(id, score, row) from statement rows laid out as (id, *_ROW_FIELDS)."""
     found = []
@@ -167,18 +218,17 @@ def _found(rows: Iterable[tuple], score: Callable[[Row], float]) -> Found:
     return found
 
 
-def dense_path(base: MemoryQuerySet, vector: np.ndarray, *, model_id: str, limit: int = DENSE_TOP) -> Found:
-    """(id, cosine, row) nearest first among `base`, through the HNSW index of this model's dimensions."""
+def dense_path(scope: Scope, vector: np.ndarray, *, model_id: str, limit: int = DENSE_TOP) -> Found:
+    """(id, cosine, row) nearest first in `scope`, through the HNSW index of this model's
+    dimensions (the session's iterative-scan settings apply: vectors.set_session_search_params)."""
     dims = int(len(vector))
-    literal = vector_literal(vector)
-    rows = (
-        base.filter(embedding_dims=dims, embedding_model=model_id)
-        .annotate(distance=RawSQL(distance_expr(dims), [literal], output_field=FloatField()))
-        .order_by("distance")
-        .values_list("id", *_ROW_FIELDS)[:limit]
+    rows = _rows(
+        f"SELECT id, {_ROW_COLUMNS}, {distance_expr(dims)} AS distance FROM memories_memory"
+        f" WHERE {scope.sql} AND embedding_dims = %s AND embedding_model = %s"
+        " ORDER BY distance LIMIT %s",
+        [vector_literal(vector), *scope.params, dims, model_id, limit],
     )
-    found = list(rows)  # the session's iterative-scan settings apply (vectors.set_session_search_params)
-    return _found(found, lambda row: 1.0 - float(row["distance"]))
+    return _found(rows, lambda row: 1.0 - float(row["distance"]))
 
 
 def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
@@ -210,37 +260,31 @@ def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
 
 
 def keyword_candidates(
-    base: MemoryQuerySet, query: str, project: Project
-) -> tuple[QuerySet, dict[str, int], int]:
-    """The keyword path's SQL: memories holding the query's rarer lexemes (GIN index), best
-    `ts_rank` first, annotated with their length (`doclen`) and the query lexemes they hold with
-    their weights (`hits`), to project and slice; plus every query lexeme's document frequency
-    and the project's memory count."""
+    scope: Scope, query: str, project: Project, *, columns: str = "", params: Sequence[Any] = (), limit: int
+) -> tuple[str, list[Any], dict[str, int], int]:
+    """The keyword path's statement: memories holding the query's rarer lexemes (GIN index), best
+    `ts_rank` first, as (id, length, the query lexemes each holds with their weights, *columns);
+    plus every query lexeme's document frequency and the project's memory count. The statement
+    is None when the query holds no lexeme (only stop words, punctuation or control characters)."""
     dfs, n_docs = _query_lexemes(query, project)
     if not dfs:
-        return base.none(), dfs, n_docs
+        return "", [], dfs, n_docs
     selection = {term: max(df, 1) for term, df in dfs.items()}
     tsquery = tsquery_any(select_filter_terms(selection, max(n_docs, 1)))
-    rows = (
-        base.alias(kw=RawSQL("search_vector @@ %s::tsquery", [tsquery], output_field=BooleanField()))
-        .filter(kw=True)
-        .annotate(
-            ts=RawSQL("ts_rank(search_vector, %s::tsquery)", [tsquery], output_field=FloatField()),
-            doclen=RawSQL("length(search_vector)", [], output_field=IntegerField()),
-            hits=RawSQL(
-                "(SELECT array_agg(u.lexeme || ':' || array_to_string(u.weights, ''))"
-                " FROM unnest(search_vector) u WHERE u.lexeme = ANY(%s::text[]))",
-                [list(dfs)],
-                output_field=ArrayField(TextField()),
-            ),
-        )
-        .order_by("-ts", "id")
+    hits = (
+        "(SELECT array_agg(u.lexeme || ':' || array_to_string(u.weights, ''))"
+        " FROM unnest(search_vector) u WHERE u.lexeme = ANY(%s::text[]))"
     )
-    return rows, dfs, n_docs
+    sql = (
+        f"SELECT id, length(search_vector), {hits}{', ' if columns else ''}{columns} FROM memories_memory"
+        f" WHERE {scope.sql} AND search_vector @@ %s::tsquery"
+        " ORDER BY ts_rank(search_vector, %s::tsquery) DESC, id LIMIT %s"
+    )
+    return sql, [list(dfs), *params, *scope.params, tsquery, tsquery, limit], dfs, n_docs
 
 
 def keyword_path(
-    base: MemoryQuerySet,
+    scope: Scope,
     query: str,
     project: Project,
     *,
@@ -250,15 +294,20 @@ def keyword_path(
 ) -> Found:
     """(id, BM25, row) best first: PostgreSQL finds candidates by the query's rarer lexemes, BM25
     over all query lexemes (field-weighted, project DF) ranks them."""
-    rows, dfs, n_docs = keyword_candidates(base, query, project)
-    if not dfs:  # nothing searchable in the query: only stop words, punctuation or control characters
+    distance, distance_params = _distance_sql(vector, model_id) if vector is not None else ("NULL::float", [])
+    sql, params, dfs, n_docs = keyword_candidates(
+        scope,
+        query,
+        project,
+        columns=f"{_ROW_COLUMNS}, {distance}",
+        params=distance_params,
+        limit=KEYWORD_POOL,
+    )
+    if not sql:
         return []
-    rows = rows.annotate(distance=_distance(vector, model_id) if vector is not None else _NO_DISTANCE)
     candidates = []
     row_of: dict[str, Row] = {}
-    for memory_id, doclen, hits, *row in rows.values_list("id", "doclen", "hits", *_ROW_FIELDS)[
-        :KEYWORD_POOL
-    ]:
+    for memory_id, doclen, hits, *row in _rows(sql, params, first=3):
         matches: dict[str, float] = {}
         for hit in hits or ():
             lexeme, _, weights = hit.rpartition(":")
@@ -269,7 +318,7 @@ def keyword_path(
 
 
 def graph_path(
-    base: MemoryQuerySet,
+    scope: Scope,
     neighbours: dict[str, float],
     *,
     vector: np.ndarray | None = None,
@@ -282,15 +331,19 @@ def graph_path(
     when the query has a vector."""
     if not neighbours:
         return []
-    rows = base.filter(related_files__overlap=list(neighbours)).annotate(
-        distance=_distance(vector, model_id) if vector is not None else _NO_DISTANCE
+    distance, distance_params = _distance_sql(vector, model_id) if vector is not None else ("NULL::float", [])
+    rows = _rows(
+        f"SELECT id, {_ROW_COLUMNS}, {distance} FROM memories_memory"
+        f" WHERE {scope.sql} AND related_files && %s::varchar(500)[]"
+        " ORDER BY created_at DESC, id DESC LIMIT 500",
+        [*distance_params, *scope.params, list(neighbours)],
     )
 
     def strength(row: Row) -> float:
         weights = sorted((neighbours[f] for f in row["related_files"] if f in neighbours), reverse=True)
         return min(1.0, weights[0] + 0.1 * sum(weights[1:]))
 
-    scored = _found(rows.values_list("id", *_ROW_FIELDS)[:500], strength)
+    scored = _found(rows, strength)
 
     def closeness(row: Row) -> float:
         return 1.0 - float(row["distance"]) if row["distance"] is not None else -1.0
@@ -321,13 +374,6 @@ def _distance_sql(vector: np.ndarray, model_id: str, table: str = "") -> tuple[s
         f" THEN {distance_expr(dims, f'{table}embedding')} END"
     )
     return sql, [dims, model_id, vector_literal(vector)]
-
-
-def _distance(vector: np.ndarray, model_id: str) -> RawSQL:
-    return RawSQL(*_distance_sql(vector, model_id), output_field=FloatField())
-
-
-_NO_DISTANCE = RawSQL("NULL::float", [], output_field=FloatField())
 
 
 def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
@@ -415,6 +461,7 @@ def search(
         base = base.filter(type__in=list(types))
     if not include_stale:
         base = base.filter(stale_at__isnull=True)
+    scope = Scope.of(base)
     clock.lap("prepare")
 
     provider = get_provider()
@@ -440,15 +487,15 @@ def search(
     runs: dict[str, Callable[[], Found]] = {}
     if vector is not None:
         runs["dense"] = lambda: dense_path(
-            base, vector, model_id=provider.model_id, limit=max(DENSE_TOP, 2 * limit)
+            scope, vector, model_id=provider.model_id, limit=max(DENSE_TOP, 2 * limit)
         )
     if "keyword" in paths and query.strip():
         runs["keyword"] = lambda: keyword_path(
-            base, query, project, vector=vector, model_id=provider.model_id
+            scope, query, project, vector=vector, model_id=provider.model_id
         )
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(
-            base, neighbours_of(graph_files), vector=vector, model_id=provider.model_id
+            scope, neighbours_of(graph_files), vector=vector, model_id=provider.model_id
         )
     # The dense and graph paths run on connections of their own while this thread runs the
     # keyword path (beside.py); each reports its own time, `paths` the time of all three.

@@ -14,7 +14,8 @@ from apps.memories import fusion, services
 from apps.memories.keyword import select_filter_terms
 from apps.memories.models import Memory
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
-from apps.memories.search import search
+from apps.memories.search import Scope, search
+from apps.memories.selectors import memories_visible
 from tests.memories.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +72,23 @@ def test_select_filter_terms_takes_the_rarest_within_its_limits():
     assert select_filter_terms(dfs, 100, max_rows=4) == ["rare"]  # 1 + 4 rows > 4
     assert select_filter_terms(dfs, 100, limit=1) == ["rare"]
     assert select_filter_terms({"often": 30, "everywhere": 90}, 100) == ["often"]  # all common: the rarest
+
+
+def test_a_search_scope_is_its_querysets_filter_as_sql(alice, bob, charlie, corpus):
+    others = [
+        make_memory(bob, content="Bob's own paginator notes.", scope="personal"),
+        make_memory(charlie, content="Another organization's paginator notes."),
+    ]
+    base = memories_visible(principal=alice.principal, project=alice.project).active()
+    scope = Scope.of(base)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM memories_memory WHERE {scope.sql}", scope.params)
+        found = {row[0] for row in cursor.fetchall()}
+    assert found == {m.id for m in corpus.values()} == set(base.values_list("id", flat=True))
+    assert not found & {m.id for m in others}
+    assert Scope.of(base.none()).sql == "FALSE"
+    with pytest.raises(ValueError, match="memories_memory alone"):
+        Scope.of(base.filter(project__name="x"))  # a join the paths' statements do not have
 
 
 def test_search_api_reports_ranks_components_and_timings(alice, corpus, api_client):

@@ -34,7 +34,7 @@ from django.test import Client
 
 from apps.memories.embeddings import embed_query, get_provider
 from apps.memories.keyword import index_memory
-from apps.memories.search import keyword_candidates, search
+from apps.memories.search import Scope, keyword_candidates, search
 from apps.memories.selectors import memories_visible
 from apps.memories.services import rebuild_term_stats
 from apps.memories.synthetic import Corpus
@@ -224,9 +224,8 @@ class Command(BaseCommand):
 
     def _keyword_sql(self, project: Project, query: str) -> tuple[str, list]:
         base = memories_visible(principal=SYSTEM, project=project).active()
-        rows, _, _ = keyword_candidates(base, query, project)
-        sql, params = rows.values_list("id", "doclen", "hits")[:20].query.sql_with_params()
-        return sql, list(params)
+        sql, params, _, _ = keyword_candidates(Scope.of(base), query, project, limit=20)
+        return sql, params
 
     def _measure(self, corpus: Corpus, bases, projects: list[Project], count: int, provider, rng) -> dict:
         queries = corpus.queries(count, bases)
