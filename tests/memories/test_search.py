@@ -189,6 +189,22 @@ def test_dispute_penalty_and_stale_flag(alice, corpus):
     assert hit.components["dispute"] == 0.8 and hit.stale
 
 
+def test_type_and_stale_filters_apply_to_every_path(alice, corpus, api_client):
+    services.memories_files_deleted(project=alice.project, paths=["auth/tokens.ts"])  # jwt goes stale
+    query, files = "paginator pages verifyJwt", ["core/paginator.py"]
+    found = search(principal=alice.principal, project=alice.project, query=query, files=files, limit=8)
+    assert corpus["jwt"].id in {h.memory.id for h in found.hits}  # searched: flagged, not hidden
+    fresh = search(
+        principal=alice.principal, project=alice.project, query=query, files=files, include_stale=False
+    )
+    assert fresh.hits and corpus["jwt"].id not in {h.memory.id for h in fresh.hits}
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/search", {"query": query, "files": files, "types": ["pattern"]}
+    )
+    assert response.status_code == 200, response.content
+    assert [r["memory"]["id"] for r in response.json()["results"]] == [str(corpus["pager"].id)]
+
+
 def test_search_respects_scope(alice, bob, corpus):
     make_memory(alice, content="alice private verifyJwt note", scope="personal")
     as_bob = search(principal=bob.principal, project=alice.project, query="private verifyJwt note", limit=8)
