@@ -264,8 +264,9 @@ def keyword_candidates(
 ) -> tuple[str, list[Any], dict[str, int], int]:
     """The keyword path's statement: memories holding the query's rarer lexemes (GIN index), best
     `ts_rank` first, as (id, length, the query lexemes each holds with their weights, *columns);
-    plus every query lexeme's document frequency and the project's memory count. The statement
-    is None when the query holds no lexeme (only stop words, punctuation or control characters)."""
+    plus every query lexeme's document frequency and the project's memory count. `columns` (with
+    their `params`) follow the fixed ones. The statement is empty when the query holds no lexeme
+    (only stop words, punctuation or control characters)."""
     dfs, n_docs = _query_lexemes(query, project)
     if not dfs:
         return "", [], dfs, n_docs
