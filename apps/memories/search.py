@@ -37,7 +37,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from apps.memories import beside, fusion, hyde
-from apps.memories.codetokens import analyze_fields, tsquery_any
+from apps.memories.codetokens import tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
 from apps.memories.kinds import universal_phase
@@ -632,13 +632,16 @@ def _rerank(
     identifiers = fusion.identifier_tokens(query, files)
     lexemes: dict[str, set[str]] = {}
     if identifiers:
-        fields = Memory.objects.filter(id__in=head).values_list(
-            "id", "citation_text", "content", "tags", "related_files"
-        )
-        for memory_id, citation_text, content, tags, related in fields:
-            lexemes[str(memory_id)] = set(
-                analyze_fields([citation_text, content, *(tags or ()), *(related or ())]).whole
+        # Which of the query's identifiers each memory names, read off its search vector (the
+        # whole tokens of its citation, tags, content, files and modules, indexed as they are)
+        # instead of tokenizing its fields again here (~0.3 ms a memory).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, ARRAY(SELECT u.lexeme FROM unnest(search_vector) u"
+                " WHERE u.lexeme = ANY(%s::text[])) FROM memories_memory WHERE id = ANY(%s::uuid[])",
+                [sorted({i.lower() for i in identifiers}), head],
             )
+            lexemes = {str(memory_id): set(named) for memory_id, named in cursor.fetchall()}
     items = [
         fusion.RerankInput(
             memory_id=i,

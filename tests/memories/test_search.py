@@ -205,6 +205,18 @@ def test_type_and_stale_filters_apply_to_every_path(alice, corpus, api_client):
     assert [r["memory"]["id"] for r in response.json()["results"]] == [str(corpus["pager"].id)]
 
 
+def test_the_local_precision_stage_credits_memories_naming_the_querys_identifiers(alice):
+    names = make_memory(alice, content="Row locks need an open transaction.", tags=["select_for_update"])
+    parts = make_memory(alice, content="Select the rows, then update them one by one.")
+    result = search(
+        principal=alice.principal, project=alice.project, query="select_for_update outside atomic", limit=5
+    )
+    components = {hit.memory.id: hit.components for hit in result.hits}
+    named, unnamed = components[names.id], components[parts.id]
+    assert named["rerank"] == pytest.approx(named["score"] + fusion.IDENTIFIER_MATCH_WEIGHT, abs=1e-5)
+    assert unnamed["rerank"] == pytest.approx(unnamed["score"], abs=1e-5)  # its parts, not the name
+
+
 def test_search_respects_scope(alice, bob, corpus):
     make_memory(alice, content="alice private verifyJwt note", scope="personal")
     as_bob = search(principal=bob.principal, project=alice.project, query="private verifyJwt note", limit=8)
