@@ -201,7 +201,7 @@ def _row_converters() -> tuple[tuple[int, tuple[Callable, ...]], ...]:
     )
 
 
-def _convert(row: tuple, converters, first: int) -> list:
+def _convert(row: Sequence[Any], converters, first: int) -> list:
     values = list(row)
     for i, field_converters in converters:
         for converter in field_converters:
@@ -295,7 +295,7 @@ def keyword_path(
 ) -> Found:
     """(id, BM25, row) best first: PostgreSQL finds candidates by the query's rarer lexemes, BM25
     over all query lexemes (field-weighted, project DF) ranks them."""
-    distance, distance_params = _distance_sql(vector, model_id) if vector is not None else ("NULL::float", [])
+    distance, distance_params = _distance_sql(vector, model_id)
     sql, params, dfs, n_docs = keyword_candidates(
         scope,
         query,
@@ -332,7 +332,7 @@ def graph_path(
     when the query has a vector."""
     if not neighbours:
         return []
-    distance, distance_params = _distance_sql(vector, model_id) if vector is not None else ("NULL::float", [])
+    distance, distance_params = _distance_sql(vector, model_id)
     rows = _rows(
         f"SELECT id, {_ROW_COLUMNS}, {distance} FROM memories_memory"
         f" WHERE {scope.sql} AND related_files && %s::varchar(500)[]"
@@ -366,13 +366,14 @@ def _cohere_rerank(query: str, documents: list[str], keep: int) -> list[tuple[in
     return [(item.index, float(item.relevance_score)) for item in response.results]
 
 
-def _distance_sql(vector: np.ndarray, model_id: str, table: str = "") -> tuple[str, list[Any]]:
+def _distance_sql(vector: np.ndarray | None, model_id: str) -> tuple[str, list[Any]]:
     """Cosine distance to `vector` for memories embedded by this model at its dimensions, else
-    NULL (vectors of different models are never compared); `table` qualifies the columns."""
+    NULL (vectors of different models are never compared; no vector, no distance)."""
+    if vector is None:
+        return "NULL::float", []
     dims = int(len(vector))
     sql = (
-        f"CASE WHEN {table}embedding_dims = %s AND {table}embedding_model = %s"
-        f" THEN {distance_expr(dims, f'{table}embedding')} END"
+        f"CASE WHEN embedding_dims = %s AND embedding_model = %s THEN {distance_expr(dims, 'embedding')} END"
     )
     return sql, [dims, model_id, vector_literal(vector)]
 
@@ -403,9 +404,7 @@ def _results(ids: list[str]) -> dict[str, Memory]:
     memories = {}
     has_relations = set()
     for related, *values in rows:
-        for i, field_converters in converters:
-            for converter in field_converters:
-                values[i] = converter(values[i], None, connection)
+        values = _convert(values, converters, 0)
         full: list[Any] = [DEFERRED] * len(_ALL_NAMES)
         for slot, value in zip(_RESULT_SLOTS, values, strict=True):
             full[slot] = value
