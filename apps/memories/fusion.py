@@ -24,9 +24,9 @@ RRF_WEIGHTS: dict[str, dict[str, float]] = {
 }
 
 # Stage 2 as the pipeline orders by it: score fusion. The dense cosine is the backbone; the
-# keyword path adds its BM25 relative to the query's best keyword hit (strongly only for
-# identifier queries, where exact names matter), the graph path adds its neighbour strength in
-# [0, 1]. Chosen by hand and checked on split halves of the dev set (README, benchmarks-memories):
+# keyword path adds its BM25 relative to the query's ideal match (strongly only for identifier
+# queries, where exact names matter), the graph path adds its neighbour strength in [0, 1].
+# Chosen by hand and checked on split halves of the dev set (README, benchmarks-memories):
 # RRF with k = 60 over the same paths lost to dense alone because it discards how sure each path
 # is; a convex-style sum of scores keeps it.
 FUSION_WEIGHTS: dict[str, dict[str, float]] = {
@@ -94,16 +94,19 @@ def score_fusion(
     keyword: Mapping[str, float],
     graph: Mapping[str, float],
     weights: Mapping[str, float],
+    keyword_reference: float = 0.0,
 ) -> dict[str, float]:
     """Σ weight_path × normalised score over every candidate any path found.
 
     dense: the exact query–memory cosine (a candidate without a vector of this model gets the
-    lowest cosine seen); keyword: BM25 / the best BM25 of the query; graph: neighbour strength
-    in [0, 1]. A path with weight 0 (or switched off) contributes nothing.
+    lowest cosine seen); keyword: BM25 / the larger of the query's best BM25 and
+    `keyword_reference` (the BM25 of its ideal match, keyword.reference_score), so the path
+    speaks as loudly as its best hit matches the query, not always in full; graph: neighbour
+    strength in [0, 1]. A path with weight 0 (or switched off) contributes nothing.
     """
     ids = set(cosines) | set(keyword) | set(graph)
     floor = min(cosines.values(), default=0.0)
-    best_keyword = max(keyword.values(), default=0.0)
+    best_keyword = max(max(keyword.values(), default=0.0), keyword_reference if keyword else 0.0)
     w_dense, w_keyword, w_graph = (weights.get(p, 0.0) for p in ("dense", "keyword", "graph"))
     scores = {}
     for memory_id in ids:

@@ -101,6 +101,15 @@ def bm25(
     return scored
 
 
+def reference_score(term_df: Mapping[str, int], n_docs: int) -> float:
+    """The BM25 of the query's ideal match: a document of average length that holds each query
+    lexeme once (tf = 1 at average length gives each term exactly its IDF). Fusion takes keyword
+    evidence relative to it, so a best hit that matches only a few common words of the query
+    counts for little, while one that matches its rare identifiers counts in full."""
+    n_docs = max(n_docs, 1)
+    return sum(idf(max(df, 1), n_docs) for df in term_df.values())
+
+
 def select_filter_terms(
     term_df: Mapping[str, int],
     n_docs: int,

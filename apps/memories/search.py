@@ -39,7 +39,14 @@ from django.utils import timezone
 from apps.memories import beside, fusion, hyde
 from apps.memories.codetokens import tsquery_any
 from apps.memories.contextual import query_embedding_text
-from apps.memories.keyword import Candidate, bm25, query_terms, select_filter_terms, weighted_tf
+from apps.memories.keyword import (
+    Candidate,
+    bm25,
+    query_terms,
+    reference_score,
+    select_filter_terms,
+    weighted_tf,
+)
 from apps.memories.kinds import universal_phase
 from apps.memories.models import Memory, MemoryRelation
 from apps.memories.neighbours import file_neighbours
@@ -292,9 +299,10 @@ def keyword_path(
     vector: np.ndarray | None = None,
     model_id: str = "",
     limit: int = KEYWORD_TOP,
-) -> Found:
-    """(id, BM25, row) best first: PostgreSQL finds candidates by the query's rarer lexemes, BM25
-    over all query lexemes (field-weighted, project DF) ranks them."""
+) -> tuple[Found, float]:
+    """(id, BM25, row) best first, and the BM25 of the query's ideal match (the scale fusion
+    reads the scores on): PostgreSQL finds candidates by the query's rarer lexemes, BM25 over
+    all query lexemes (field-weighted, project DF) ranks them."""
     distance, distance_params = _distance_sql(vector, model_id)
     sql, params, dfs, n_docs = keyword_candidates(
         scope,
@@ -305,7 +313,7 @@ def keyword_path(
         limit=KEYWORD_POOL,
     )
     if not sql:
-        return []
+        return [], 0.0
     candidates = []
     row_of: dict[str, Row] = {}
     for memory_id, doclen, hits, *row in _rows(sql, params, first=3):
@@ -315,7 +323,8 @@ def keyword_path(
             matches[lexeme] = weighted_tf(weights or "D")
         row_of[str(memory_id)] = dict(zip(_ROW_FIELDS, row, strict=True))
         candidates.append(Candidate(memory_id=str(memory_id), length=int(doclen or 1), matches=matches))
-    return [(i, score, row_of[i]) for i, score in bm25(candidates, dfs, max(n_docs, 1))[:limit]]
+    ranked = bm25(candidates, dfs, max(n_docs, 1))[:limit]
+    return [(i, score, row_of[i]) for i, score in ranked], reference_score(dfs, n_docs)
 
 
 def graph_path(
@@ -489,20 +498,19 @@ def search(
         runs["dense"] = lambda: dense_path(
             scope, vector, model_id=provider.model_id, limit=max(DENSE_TOP, 2 * limit)
         )
-    if "keyword" in paths and query.strip():
-        runs["keyword"] = lambda: keyword_path(
-            scope, query, project, vector=vector, model_id=provider.model_id
-        )
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(
             scope, neighbours_of(graph_files), vector=vector, model_id=provider.model_id
         )
     # The dense and graph paths run on connections of their own while this thread runs the
     # keyword path (beside.py); each reports its own time, `paths` the time of all three.
-    waiting = {name: beside.start(_timed(run)) for name, run in runs.items() if name != "keyword"}
+    waiting = {name: beside.start(_timed(run)) for name, run in runs.items()}
     found: dict[str, Found] = {}
-    if "keyword" in runs:
-        found["keyword"], clock.timings["keyword"] = _timed(runs["keyword"])()
+    keyword_reference = 0.0
+    if "keyword" in paths and query.strip():
+        (found["keyword"], keyword_reference), clock.timings["keyword"] = _timed(
+            lambda: keyword_path(scope, query, project, vector=vector, model_id=provider.model_id)
+        )()
     for name, result in waiting.items():
         found[name], clock.timings[name] = result()
     clock.lap("paths")
@@ -517,6 +525,7 @@ def search(
         keyword=dict(rankings.get("keyword", [])),
         graph=dict(rankings.get("graph", [])),
         weights=weights,
+        keyword_reference=keyword_reference,
     )
     ordered = sorted((i for i in fused if i in info), key=lambda i: (-fused[i], i))
     clock.lap("fuse")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apps.memories import fusion
+from apps.memories.keyword import Candidate, bm25, reference_score
 
 
 @pytest.mark.parametrize(
@@ -74,6 +75,31 @@ def test_score_fusion_keeps_confidence_that_rank_fusion_flattens():
         weights,
     )
     assert max(rrf, key=rrf.get) == "middling"
+
+
+def test_the_reference_score_is_what_an_average_document_holding_each_query_term_once_earns():
+    dfs = {"verifyjwt": 1, "token": 12, "skew": 3}
+    ideal = Candidate(memory_id="ideal", length=10, matches=dict.fromkeys(dfs, 1.0))
+    [(_, earned)] = bm25([ideal], dfs, 100, avg_length=10)
+    assert reference_score(dfs, 100) == pytest.approx(earned)
+    assert reference_score({}, 100) == 0.0
+
+
+def test_keyword_evidence_counts_as_far_as_the_best_hit_matches_the_query():
+    weights = {"dense": 1.0, "keyword": 0.2}
+    cosines = {"a": 0.5, "b": 0.5}
+    # the best hit earns a quarter of what the query's ideal match would: a quarter of the weight
+    weak = fusion.score_fusion(
+        cosines=cosines, keyword={"a": 1.0, "b": 0.5}, graph={}, weights=weights, keyword_reference=4.0
+    )
+    assert weak["a"] == pytest.approx(0.5 + 0.2 * 1.0 / 4.0)
+    assert weak["b"] == pytest.approx(0.5 + 0.2 * 0.5 / 4.0)
+    # a hit at or past the reference (repeated or heavily weighted terms) takes the full weight
+    strong = fusion.score_fusion(
+        cosines=cosines, keyword={"a": 6.0, "b": 3.0}, graph={}, weights=weights, keyword_reference=4.0
+    )
+    assert strong["a"] == pytest.approx(0.5 + 0.2)
+    assert strong["b"] == pytest.approx(0.5 + 0.1)
 
 
 def test_score_fusion_without_vectors_or_paths():

@@ -55,6 +55,18 @@ def test_code_aware_keyword_path_matches_whole_and_parts(alice, corpus):
         assert result.hits[0].ranks["keyword"] == 1
 
 
+def test_a_partial_keyword_match_adds_less_than_the_paths_full_weight(alice, corpus):
+    # "cache" and "deploy" match the noise memory; the rest of the query matches nothing, so its
+    # keyword evidence is well under what a memory matching the whole query would bring
+    query = "cache deploy when the moon rises over quiet harbours"
+    result = search(principal=alice.principal, project=alice.project, query=query, rerank=False)
+    assert result.query_kind == "semantic"
+    [noise] = [hit for hit in result.hits if hit.memory.id == corpus["noise"].id]
+    assert noise.ranks["keyword"] == 1
+    keyword_part = noise.components["fused"] - noise.components["cosine"]
+    assert 0 < keyword_part < 0.5 * fusion.FUSION_WEIGHTS["semantic"]["keyword"]
+
+
 @pytest.mark.parametrize("query", ["\u001b", "HE", ":", "the of and"])
 def test_a_query_with_nothing_to_match_by_keyword_still_searches_by_meaning(alice, corpus, api_client, query):
     client = api_client(alice.key)
