@@ -53,7 +53,7 @@ def memory_row(memory: Memory) -> dict[str, Any]:
 
 
 def _rows(queryset) -> list[dict[str, Any]]:
-    queryset = queryset.select_related("project__organization").prefetch_related("versions")
+    queryset = queryset.select_related("project__organization", "usage_row").prefetch_related("versions")
     return [memory_row(m) for m in queryset.order_by("project_id", "created_at")]
 
 

@@ -48,7 +48,7 @@ from apps.memories.keyword import (
     weighted_tf,
 )
 from apps.memories.kinds import universal_phase
-from apps.memories.models import Memory, MemoryRelation
+from apps.memories.models import Memory, MemoryRelation, MemoryUsage
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
 from apps.memories.selectors import memories_visible
@@ -83,6 +83,7 @@ _RESULT_FIELDS = [f for f in Memory._meta.concrete_fields if f.attname not in ("
 # Model.from_db takes that row as it is, instead of matching every field's name in a list.
 _ALL_NAMES = [f.attname for f in Memory._meta.concrete_fields]
 _RESULT_SLOTS = [_ALL_NAMES.index(f.attname) for f in _RESULT_FIELDS]
+_USAGE_FIELDS = MemoryUsage._meta.concrete_fields
 
 
 @dataclass
@@ -165,7 +166,20 @@ class _Clock:
 # which is compiled from the visible-memories queryset once: building and compiling a queryset
 # per path cost ~0.8 ms of Python each (the keyword one ~1.7), held under the GIL while the
 # paths run at once.
-_ROW_COLUMNS = ", ".join(Memory._meta.get_field(name).column for name in _WEIGHT_FIELDS)
+# The decay clock lives in the memory's usage row: a subquery per row a statement returns.
+_LAST_ACCESSED = (
+    "(SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id)"
+)
+
+
+def _weight_field(name: str):
+    model = MemoryUsage if name == "last_accessed_at" else Memory
+    return model._meta.get_field(name)
+
+
+_ROW_COLUMNS = ", ".join(
+    _LAST_ACCESSED if name == "last_accessed_at" else _weight_field(name).column for name in _WEIGHT_FIELDS
+)
 
 
 @dataclass(frozen=True)
@@ -202,7 +216,7 @@ def _rows(sql: str, params: Sequence[Any], *, first: int = 1) -> list[tuple]:
 
 @functools.cache
 def _row_converters() -> tuple[tuple[int, tuple[Callable, ...]], ...]:
-    fields = [Memory._meta.get_field(name) for name in _WEIGHT_FIELDS]
+    fields = [_weight_field(name) for name in _WEIGHT_FIELDS]
     return tuple(
         (i, tuple(c)) for i, field in enumerate(fields) if (c := field.get_db_converters(connection))
     )
@@ -402,22 +416,31 @@ def _results(ids: list[str]) -> dict[str, Memory]:
     the ones that have any (the others get the empty set a prefetch would leave, without its
     ~0.15 ms an instance)."""
     relations = "EXISTS (SELECT 1 FROM memories_memoryrelation r WHERE r.memory_id = m.id)"
+    usage = ", ".join(f"u.{f.column}" for f in _USAGE_FIELDS)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {relations}, {', '.join(f'm.{f.column}' for f in _RESULT_FIELDS)}"
-            " FROM memories_memory m WHERE m.id = ANY(%s::uuid[])",
+            f"SELECT {relations}, {', '.join(f'm.{f.column}' for f in _RESULT_FIELDS)}, {usage}"
+            " FROM memories_memory m LEFT JOIN memories_memoryusage u ON u.memory_id = m.id"
+            " WHERE m.id = ANY(%s::uuid[])",
             [ids],
         )
         rows = cursor.fetchall()
-    converters = [(i, c) for i, f in enumerate(_RESULT_FIELDS) if (c := f.get_db_converters(connection))]
+    fields = [*_RESULT_FIELDS, *_USAGE_FIELDS]
+    converters = [(i, c) for i, f in enumerate(fields) if (c := f.get_db_converters(connection))]
     memories = {}
     has_relations = set()
     for related, *values in rows:
         values = _convert(values, converters, 0)
         full: list[Any] = [DEFERRED] * len(_ALL_NAMES)
-        for slot, value in zip(_RESULT_SLOTS, values, strict=True):
+        own, used = values[: len(_RESULT_FIELDS)], values[len(_RESULT_FIELDS) :]
+        for slot, value in zip(_RESULT_SLOTS, own, strict=True):
             full[slot] = value
         memory = Memory.from_db(connection.alias, _ALL_NAMES, full)
+        # its usage row as select_related would attach it (None: it has none yet)
+        usage_row = None
+        if used[0] is not None:
+            usage_row = MemoryUsage.from_db(connection.alias, [f.attname for f in _USAGE_FIELDS], used)
+        Memory.usage_row.related.set_cached_value(memory, usage_row)
         memories[str(memory.id)] = memory
         if related:
             has_relations.add(str(memory.id))

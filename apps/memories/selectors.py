@@ -35,7 +35,7 @@ def memory_get(*, principal: Principal, memory_id: str | UUID) -> Memory:
     as_id = _as_uuid(memory_id)
     memory = (
         Memory.objects.visible_to(principal)
-        .select_related("project", "organization")
+        .select_related("project", "organization", "usage_row")
         .filter(id=as_id)
         .first()
         if as_id
@@ -97,6 +97,7 @@ def memories_by_ids(ids: Sequence[UUID | str]) -> list[Memory]:
     """These memories with their relations, in the order given. The caller has checked access."""
     rows = (
         Memory.objects.filter(id__in=list(ids))
+        .select_related("usage_row")
         .defer("embedding", "search_vector")
         .prefetch_related("relations")
     )
@@ -181,6 +182,7 @@ def memories_list(
         qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=memory_id))
     page = list(
         qs.order_by("-created_at", "-id")
+        .select_related("usage_row")
         .defer("embedding", "search_vector")
         .prefetch_related("relations")[: limit + 1]
     )

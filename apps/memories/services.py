@@ -36,6 +36,7 @@ from apps.memories.models import (
     MemoryFeedback,
     MemoryRelation,
     MemoryScope,
+    MemoryUsage,
     MemoryVersion,
 )
 from apps.memories.payloads import payload_text
@@ -299,7 +300,6 @@ def _build(
         impacted_node_ids=draft.impacted_node_ids,
         secrets_redacted=bool(kinds),
         secret_kinds=kinds,
-        last_accessed_at=timezone.now(),
         **fields,
     )
     return memory, draft.relations
@@ -623,9 +623,8 @@ def memory_feedback(
         if not content or not content.strip():
             raise Invalid("A correction needs the corrected content.", details={"field": "content"})
         memory = memory_update(memory=memory, actor=actor, changes={"content": content}, change="corrected")
-        Memory.objects.filter(pk=memory.pk).update(
-            user_verified=True, needs_review=False, uncorrected_access_count=0
-        )
+        Memory.objects.filter(pk=memory.pk).update(user_verified=True, needs_review=False)
+        MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
         memory.refresh_from_db()
         return memory
     if kind in (FeedbackKind.USED, FeedbackKind.HELPFUL):
@@ -642,8 +641,8 @@ def memory_feedback(
         memory.confidence = round(max(0.0, memory.confidence - FLAG_PENALTY), 4)
         memory.needs_review = True
         memory.flag_count += 1
-        memory.uncorrected_access_count = 0
-        changed = {"confidence", "needs_review", "flag_count", "uncorrected_access_count"}
+        MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
+        changed = {"confidence", "needs_review", "flag_count"}
     elif kind == FeedbackKind.DISPUTE:
         memory.disputed, memory.needs_review = True, True
         changed = {"disputed", "needs_review"}
@@ -667,38 +666,57 @@ def memory_reinforce(
     memory.confidence = round(
         min(CONFIDENCE_CAP, max(memory.confidence, memory.confidence + confidence_delta)), 4
     )
-    memory.last_accessed_at = timezone.now()
-    _save_change(memory, actor, "reinforced", {"provenance_session_ids", "confidence", "last_accessed_at"})
+    _save_change(memory, actor, "reinforced", {"provenance_session_ids", "confidence"})
+    MemoryUsage.objects.update_or_create(memory=memory, defaults={"last_accessed_at": timezone.now()})
+    memory.refresh_from_db()  # (and its usage)
     return memory
 
 
 def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
     """Each injection is an access: after 5 uncorrected accesses confidence +0.05 (cap 0.95),
-    after 10 needs_review clears (V5 §18). One statement; no version bump (bookkeeping only)."""
+    after 10 needs_review clears (V5 §18). One statement; no version bump (bookkeeping only).
+    The counts go to the narrow usage rows; a memory row is written only for those of its
+    memories whose confidence or review flag the access changes."""
     if not memory_ids:
         return
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            UPDATE memories_memory SET
-                access_count = access_count + 1,
-                uncorrected_access_count = uncorrected_access_count + 1,
-                last_accessed_at = now(),
+            WITH counted AS (
+                INSERT INTO memories_memoryusage AS u
+                    (memory_id, access_count, uncorrected_access_count, last_accessed_at)
+                SELECT id, 1, 1, now() FROM memories_memory WHERE id = ANY(%s::uuid[])
+                ORDER BY id
+                ON CONFLICT (memory_id) DO UPDATE SET
+                    access_count = u.access_count + 1,
+                    uncorrected_access_count = u.uncorrected_access_count + 1,
+                    last_accessed_at = now()
+                RETURNING memory_id, uncorrected_access_count AS n
+            )
+            UPDATE memories_memory m SET
                 confidence = CASE
-                    WHEN (uncorrected_access_count + 1) %% %s = 0
-                    THEN least(%s, greatest(confidence, confidence + %s)) ELSE confidence END,
+                    WHEN counted.n %% %s = 0 AND confidence < %s THEN least(%s, confidence + %s)
+                    ELSE confidence END,
                 needs_review = CASE
-                    WHEN uncorrected_access_count + 1 >= %s AND NOT secrets_redacted
-                         AND NOT ('obs:tainted' = ANY(tags)) THEN false
-                    ELSE needs_review END
-            WHERE id = ANY(%s::uuid[])
+                    WHEN counted.n >= %s AND NOT secrets_redacted AND NOT ('obs:tainted' = ANY(tags))
+                    THEN false ELSE needs_review END
+            FROM counted
+            WHERE m.id = counted.memory_id AND (
+                (counted.n %% %s = 0 AND m.confidence < %s)
+                OR (counted.n >= %s AND m.needs_review AND NOT m.secrets_redacted
+                    AND NOT ('obs:tainted' = ANY(m.tags)))
+            )
             """,
             [
+                [str(i) for i in memory_ids],
                 ACCESSES_FOR_REWARD,
+                CONFIDENCE_CAP,
                 CONFIDENCE_CAP,
                 ACCESS_REWARD,
                 ACCESSES_TO_CLEAR_REVIEW,
-                [str(i) for i in memory_ids],
+                ACCESSES_FOR_REWARD,
+                CONFIDENCE_CAP,
+                ACCESSES_TO_CLEAR_REVIEW,
             ],
         )
 
@@ -765,7 +783,10 @@ def memories_decay_and_prune(*, now=None) -> dict[str, int]:
             """
             UPDATE memories_memory SET deprecated = true, deprecated_at = %s, version = version + 1
             WHERE deprecated = false AND pinned = false AND decay_half_life_days IS NOT NULL
-              AND coalesce(last_accessed_at, created_at) < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
+              AND coalesce(
+                    (SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id),
+                    created_at
+                  ) < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
             """,
             [now, now],
         )

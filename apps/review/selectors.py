@@ -22,7 +22,7 @@ from apps.review import health
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 
-CARD_RELATED = ("owner", "created_by_key", "project__organization")
+CARD_RELATED = ("owner", "created_by_key", "project__organization", "usage_row")
 CONFIDENCE_BANDS = {"high": (0.8, None), "medium": (0.5, 0.8), "low": (None, 0.5)}
 REVIEW_STATES = {
     "needs_review": Q(needs_review=True),
@@ -78,14 +78,15 @@ def project_totals(*, principal: Principal, project: Project, now: datetime | No
     content_tokens = Length("content") / Value(health.CHARS_PER_TOKEN)
     row = project_memories(principal=principal, project=project).aggregate(
         total=Count("id"),
-        active=Count("id", filter=Q(access_count__gt=0, last_accessed_at__gte=since)),
+        active=Count("id", filter=Q(usage_row__access_count__gt=0, usage_row__last_accessed_at__gte=since)),
         needs_review=Count("id", filter=Q(needs_review=True)),
         disputed=Count("id", filter=Q(disputed=True)),
         stale=Count("id", filter=Q(stale_at__isnull=False)),
         verified=Count("id", filter=Q(user_verified=True)),
         mean_confidence=Avg("confidence"),
         tokens_saved=Sum(
-            F("access_count") * Greatest(Value(0), Value(health.DISCOVERY_TOKENS) - content_tokens),
+            F("usage_row__access_count")
+            * Greatest(Value(0), Value(health.DISCOVERY_TOKENS) - content_tokens),
             output_field=IntegerField(),
         ),
     )

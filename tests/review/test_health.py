@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from apps.memories import services as memory_services
-from apps.memories.models import Memory
+from apps.memories.models import MemoryUsage
 from apps.review import health
 from apps.review.selectors import project_totals
 from tests.memories.factories import make_memory
@@ -77,7 +77,7 @@ def test_totals_count_what_the_dashboard_shows(alice, bob):
     make_memory(alice, content="Retired.").delete()
     memory_services.memories_record_access(memory_ids=[used.id, used.id])
     memory_services.memories_record_access(memory_ids=[old.id])
-    Memory.objects.filter(pk=old.pk).update(last_accessed_at=timezone.now() - timedelta(days=40))
+    MemoryUsage.objects.filter(memory=old).update(last_accessed_at=timezone.now() - timedelta(days=40))
     memory_services.memory_update(
         memory=make_memory(alice, content="Gone."), actor=alice.principal, changes={"deprecated": True}
     )

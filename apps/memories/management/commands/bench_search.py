@@ -164,17 +164,17 @@ class Command(BaseCommand):
                     id, organization_id, project_id, type, content, source, scope, confidence, tags,
                     related_files, related_modules, payload, citation_text, methodology, session_id,
                     provenance_session_ids, commit_sha, target_node_id, impacted_node_ids, needs_review,
-                    user_verified, pinned, deprecated, disputed, chunk_type, context_prefix, access_count,
-                    uncorrected_access_count, used_count, helpful_count, flag_count, secrets_redacted,
+                    user_verified, pinned, deprecated, disputed, chunk_type, context_prefix,
+                    used_count, helpful_count, flag_count, secrets_redacted,
                     secret_kinds, embedding, embedding_model, embedding_dims, embedding_status,
-                    embedding_error, embedded_at, search_vector, decay_half_life_days, last_accessed_at,
+                    embedding_error, embedded_at, search_vector, decay_half_life_days,
                     version, created_at, updated_at)
                 SELECT id, org, project, type, content, 'agent_explicit', scope, 0.8, '{}', related_files,
                     '{}', '{}'::jsonb, citation, '', '', '{}', '', '', '{}', false, false, false, false,
-                    false, '', '', 0, 0, 0, 0, 0, false, '{}', emb::vector, %s, %s, 'ready', '', now(),
+                    false, '', '', 0, 0, 0, false, '{}', emb::vector, %s, %s, 'ready', '', now(),
                     lit::tsvector || setweight(to_tsvector('english', a), 'B')
                         || setweight(to_tsvector('english', c), 'C'),
-                    NULL, now(), 1, now(), now()
+                    NULL, 1, now(), now()
                 FROM bench_stage
                 """,
                 [model_id, len(vectors[0])],

@@ -1,0 +1,170 @@
+"""Usage bookkeeping (MemoryUsage): accesses, their rewards, the decay clock and the daily job."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+from apps.memories import services
+from apps.memories.models import EmbeddingCache, Memory, MemoryUsage
+from apps.memories.search import search
+from apps.tenants.principal import Principal
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+def _ctid(memory: Memory) -> str:
+    """Where the memory's row version sits: every UPDATE of the row writes a new version."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ctid::text FROM memories_memory WHERE id = %s", [memory.id])
+        return cursor.fetchone()[0]
+
+
+def _access(memory: Memory, times: int) -> None:
+    for _ in range(times):
+        services.memories_record_access(memory_ids=[memory.id])
+
+
+def test_an_access_counts_on_the_usage_row_and_leaves_the_memory_row_alone(alice):
+    memory = make_memory(alice, confidence=0.8)
+    assert memory.access_count == 0 and memory.last_accessed_at is None
+    before = _ctid(memory)
+    services.memories_record_access(memory_ids=[memory.id, memory.id])  # twice in one call: once
+    _access(memory, 3)
+    assert _ctid(memory) == before  # no new version of the wide row (nor of its index entries)
+    usage = MemoryUsage.objects.get(memory=memory)
+    assert (usage.access_count, usage.uncorrected_access_count) == (4, 4)
+    assert usage.last_accessed_at is not None
+    memory = Memory.objects.select_related("usage_row").get(id=memory.id)
+    assert memory.access_count == 4 and memory.last_accessed_at == usage.last_accessed_at
+    assert memory.version == 1  # bookkeeping, not a change
+    _access(memory, 1)  # the fifth raises confidence: that one writes the memory row
+    assert _ctid(memory) != before
+
+
+def test_every_fifth_access_raises_confidence_to_the_cap_and_the_tenth_clears_review(alice):
+    memory = make_memory(alice, confidence=0.8, needs_review=True)
+    _access(memory, 4)
+    memory.refresh_from_db()
+    assert memory.confidence == pytest.approx(0.8) and memory.needs_review
+    _access(memory, 1)
+    memory.refresh_from_db()
+    assert memory.confidence == pytest.approx(0.85) and memory.needs_review
+    _access(memory, 5)
+    memory.refresh_from_db()
+    assert memory.confidence == pytest.approx(0.9) and not memory.needs_review
+    assert memory.access_count == 10
+
+    above_cap = make_memory(alice, confidence=0.99)
+    _access(above_cap, 5)
+    above_cap.refresh_from_db()
+    assert above_cap.confidence == pytest.approx(0.99)  # the cap limits rewards, it never lowers
+
+    redacted = make_memory(alice, content="key sk-ant-api03-" + "a" * 40 + " leaked here")
+    assert redacted.secrets_redacted and redacted.needs_review
+    _access(redacted, 10)
+    redacted.refresh_from_db()
+    assert redacted.needs_review  # a redacted memory stays in review however often it is used
+
+
+def test_a_flag_or_correction_restarts_the_uncorrected_count(alice):
+    memory = make_memory(alice, confidence=0.8)
+    _access(memory, 4)
+    services.memory_feedback(memory=memory, actor=alice.principal, kind="flag")
+    memory = Memory.objects.get(id=memory.id)
+    assert (memory.access_count, memory.uncorrected_access_count) == (4, 0)
+    _access(memory, 4)
+    services.memory_feedback(memory=memory, actor=alice.principal, kind="correct", content="Fixed text.")
+    memory = Memory.objects.get(id=memory.id)
+    assert (memory.access_count, memory.uncorrected_access_count) == (8, 0)
+
+
+def test_reinforcing_restarts_the_decay_clock(alice):
+    memory = make_memory(alice)
+    assert memory.last_accessed_at is None  # the clock runs from created_at
+    memory = services.memory_reinforce(memory=memory, actor=Principal(), session_id="s-2")
+    assert memory.last_accessed_at is not None and memory.access_count == 0
+
+
+def test_the_daily_job_deprecates_by_the_usage_clock_then_deletes_after_the_grace(alice):
+    now = timezone.now()
+    unused = make_memory(alice, content="Never used since it was written.")
+    used = make_memory(alice, content="Written long ago, used last week.")
+    pinned = make_memory(alice, content="Pinned, never used.", pinned=True)
+    half_life = unused.decay_half_life_days
+    Memory.objects.filter(id__in=[unused.id, used.id, pinned.id]).update(
+        created_at=now - timedelta(days=3 * half_life + 1)
+    )
+    MemoryUsage.objects.create(memory=used, access_count=3, last_accessed_at=now - timedelta(days=7))
+
+    assert services.memories_decay_and_prune(now=now)["deprecated"] == 1
+    assert set(Memory.objects.filter(deprecated=True).values_list("id", flat=True)) == {unused.id}
+
+    verified = make_memory(alice, content="Verified but unused.", user_verified=True)
+    Memory.objects.filter(id=verified.id).update(deprecated=True, deprecated_at=now - timedelta(days=31))
+    Memory.objects.filter(id=unused.id).update(deprecated_at=now - timedelta(days=31))
+    EmbeddingCache.objects.create(
+        key="x" * 64, model_id="m", dims=3, vector=[1, 0, 0], expires_at=now - timedelta(days=1)
+    )
+    result = services.memories_decay_and_prune(now=now)
+    assert result["deleted"] == 1 and result["cache_evicted"] == 1
+    assert not Memory.objects.filter(id=unused.id).exists()
+    assert Memory.objects.filter(id=verified.id).exists()  # user_verified: kept
+
+
+def test_search_weighs_by_the_usage_clock_and_reports_the_counts(alice, api_client):
+    fresh = make_memory(alice, content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds.")
+    old = make_memory(alice, content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds!")
+    long_ago = timezone.now() - timedelta(days=3 * fresh.decay_half_life_days)
+    Memory.objects.filter(id__in=[fresh.id, old.id]).update(created_at=long_ago)
+    MemoryUsage.objects.create(memory=fresh, access_count=7, last_accessed_at=timezone.now())
+
+    result = search(principal=alice.principal, project=alice.project, query="verifyJwt clock skew")
+    by_id = {hit.memory.id: hit for hit in result.hits}
+    assert by_id[fresh.id].components["confidence"] == pytest.approx(fresh.confidence, rel=1e-3)
+    assert by_id[old.id].components["confidence"] < 0.2 * old.confidence  # three half-lives
+    assert by_id[fresh.id].memory.access_count == 7 and by_id[old.id].memory.access_count == 0
+
+    client = api_client(alice.key)
+    found = client.post(f"projects/{alice.project.id}/search", {"query": "verifyJwt clock skew"}).json()
+    counts = {r["memory"]["id"]: r["memory"]["access_count"] for r in found["results"]}
+    assert counts == {str(fresh.id): 7, str(old.id): 0}
+    got = client.get(f"memories/{fresh.id}").json()
+    assert got["access_count"] == 7 and got["last_accessed_at"] is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_keeps_counts_and_decay_clocks(alice):
+    """0005 copies the columns it drops: migrate back, write old-style rows, migrate forward."""
+    used = make_memory(alice, content="Used often.")
+    reinforced = make_memory(alice, content="Reinforced, never injected.")
+    untouched = make_memory(alice, content="Never used.")
+    executor = MigrationExecutor(connection)
+    executor.migrate([("memories", "0004_embedding_stored_inline")])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE memories_memory SET access_count = 12, uncorrected_access_count = 2,"
+                " last_accessed_at = now() WHERE id = %s",
+                [used.id],
+            )
+            cursor.execute(
+                "UPDATE memories_memory SET last_accessed_at = created_at + interval '3 days' WHERE id = %s",
+                [reinforced.id],
+            )
+            cursor.execute(
+                "UPDATE memories_memory SET last_accessed_at = created_at WHERE id = %s", [untouched.id]
+            )
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("memories"))
+    rows = {u.memory_id: u for u in MemoryUsage.objects.all()}
+    assert (rows[used.id].access_count, rows[used.id].uncorrected_access_count) == (12, 2)
+    assert rows[reinforced.id].access_count == 0 and rows[reinforced.id].last_accessed_at is not None
+    assert untouched.id not in rows  # its clock is its created_at, as it was
