@@ -67,13 +67,20 @@ def set_search_params(cursor, *, ef_search: int | None = None) -> None:
 
 def set_session_search_params(sender=None, connection=None, **kwargs) -> None:
     """`connection_created` receiver: the same ANN settings for the whole session, so a search
-    needs no transaction and no extra round trip to set them."""
+    needs no transaction and no extra round trip to set them; and the planner's random page
+    cost (settings.DATABASE_RANDOM_PAGE_COST), without which it scans a project of up to ~25K
+    memories exactly rather than through the HNSW index."""
     if connection is None or connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
             " set_config('hnsw.ef_search', %s, false),"
-            " set_config('hnsw.max_scan_tuples', %s, false)",
-            [str(int(settings.MEMORY_HNSW_EF_SEARCH)), str(int(settings.MEMORY_HNSW_MAX_SCAN_TUPLES))],
+            " set_config('hnsw.max_scan_tuples', %s, false),"
+            " set_config('random_page_cost', %s, false)",
+            [
+                str(int(settings.MEMORY_HNSW_EF_SEARCH)),
+                str(int(settings.MEMORY_HNSW_MAX_SCAN_TUPLES)),
+                str(float(settings.DATABASE_RANDOM_PAGE_COST)),
+            ],
         )

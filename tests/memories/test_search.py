@@ -372,3 +372,20 @@ def test_a_memorys_vector_stays_in_its_row(alice):
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {toast}")
         assert cursor.fetchone()[0] == before
+
+
+def test_every_session_searches_with_the_ann_and_planner_settings(settings):
+    """Set on each new connection (vectors.set_session_search_params): iterative HNSW scans so a
+    tenant filter does not cost recall, and an SSD's random page cost so the planner does not
+    prefer an exact scan of a project of up to ~25K memories to the HNSW index."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('hnsw.iterative_scan'), current_setting('hnsw.ef_search'),"
+            " current_setting('random_page_cost')::float"
+        )
+        assert cursor.fetchone() == (
+            "relaxed_order",
+            str(settings.MEMORY_HNSW_EF_SEARCH),
+            settings.DATABASE_RANDOM_PAGE_COST,
+        )
+    assert settings.DATABASE_RANDOM_PAGE_COST < 4
