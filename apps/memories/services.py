@@ -668,7 +668,6 @@ def memory_reinforce(
     )
     _save_change(memory, actor, "reinforced", {"provenance_session_ids", "confidence"})
     MemoryUsage.objects.update_or_create(memory=memory, defaults={"last_accessed_at": timezone.now()})
-    memory.refresh_from_db()  # (and its usage)
     return memory
 
 
@@ -676,7 +675,12 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
     """Each injection is an access: after 5 uncorrected accesses confidence +0.05 (cap 0.95),
     after 10 needs_review clears (V5 §18). One statement; no version bump (bookkeeping only).
     The counts go to the narrow usage rows; a memory row is written only for those of its
-    memories whose confidence or review flag the access changes."""
+    memories whose confidence or review flag the access changes.
+
+    Locks go memory row, then usage row, as in feedback and reinforcement (which lock the memory
+    FOR UPDATE, then write its usage): the memories are first locked FOR KEY SHARE, which waits
+    for those and for a delete (a memory deleted meanwhile is skipped, not a foreign-key error)
+    but not for plain updates or other accesses."""
     if not memory_ids:
         return
     with connection.cursor() as cursor:
@@ -686,7 +690,7 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
                 INSERT INTO memories_memoryusage AS u
                     (memory_id, access_count, uncorrected_access_count, last_accessed_at)
                 SELECT id, 1, 1, now() FROM memories_memory WHERE id = ANY(%s::uuid[])
-                ORDER BY id
+                ORDER BY id FOR KEY SHARE
                 ON CONFLICT (memory_id) DO UPDATE SET
                     access_count = u.access_count + 1,
                     uncorrected_access_count = u.uncorrected_access_count + 1,

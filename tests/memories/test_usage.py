@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
@@ -168,3 +170,49 @@ def test_the_migration_keeps_counts_and_decay_clocks(alice):
     assert (rows[used.id].access_count, rows[used.id].uncorrected_access_count) == (12, 2)
     assert rows[reinforced.id].access_count == 0 and rows[reinforced.id].last_accessed_at is not None
     assert untouched.id not in rows  # its clock is its created_at, as it was
+
+
+def _wait_until_another_session_waits_for_a_lock(timeout: float = 30.0) -> None:
+    """Poll PostgreSQL until some other backend of this database waits on a row lock."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # activity is read once a transaction
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.01)  # polling an observable condition, not waiting for time to pass
+    raise AssertionError("the access never waited for the memory's lock")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_access_and_a_flag_on_one_memory_take_their_locks_in_the_same_order(alice):
+    """A flag locks the memory, then resets its usage; an access (here the 5th, which rewards)
+    must wait for the memory before it touches the usage row, or the two deadlock."""
+    memory = make_memory(alice, confidence=0.8)
+    _access(memory, 4)
+    errors: list[BaseException] = []
+
+    def access() -> None:
+        try:
+            services.memories_record_access(memory_ids=[memory.id])
+        except BaseException as error:  # reported to the test thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        Memory.objects.select_for_update().get(id=memory.id)  # what feedback's _locked() does
+        other = threading.Thread(target=access)
+        other.start()
+        _wait_until_another_session_waits_for_a_lock()
+        MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
+    other.join(timeout=60)
+    assert not other.is_alive() and errors == []
+    usage = MemoryUsage.objects.get(memory=memory)
+    assert (usage.access_count, usage.uncorrected_access_count) == (5, 1)  # counted after the reset
+    memory.refresh_from_db()
+    assert memory.confidence == pytest.approx(0.8)  # so no reward
