@@ -68,8 +68,8 @@ def set_search_params(cursor, *, ef_search: int | None = None) -> None:
 def set_session_search_params(sender=None, connection=None, **kwargs) -> None:
     """`connection_created` receiver: the same ANN settings for the whole session, so a search
     needs no transaction and no extra round trip to set them; and the planner's random page
-    cost (settings.DATABASE_RANDOM_PAGE_COST), without which it scans a project of up to ~25K
-    memories exactly rather than through the HNSW index."""
+    cost (settings.DATABASE_RANDOM_PAGE_COST), without which it may scan a large project
+    exactly rather than through an HNSW index grown larger than the memories left."""
     if connection is None or connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:

@@ -246,6 +246,7 @@ MEMORY_INJECTION_MIN_CONFIDENCE = float(env_str("MEMORY_INJECTION_MIN_CONFIDENCE
 MEMORY_HNSW_EF_SEARCH = env_int("MEMORY_HNSW_EF_SEARCH", 400)
 MEMORY_HNSW_MAX_SCAN_TUPLES = env_int("MEMORY_HNSW_MAX_SCAN_TUPLES", 40000)
 # The planner's cost of a random page read, per session (PostgreSQL's default 4 prices a
-# spinning disk). With 4, pgvector's HNSW cost estimate loses to an exact scan of up to ~25K
-# candidate rows (25 ms where the index answers in 6); 1.1 is the usual figure for SSDs.
+# spinning disk). pgvector prices an HNSW scan by the index's size, so with 4 an index grown
+# larger than the memories left (after mass deletes) lost to an exact scan of a 20K-memory
+# project (28 ms where the index answers in 5); 1.1 is the usual figure for SSDs.
 DATABASE_RANDOM_PAGE_COST = float(env_str("DATABASE_RANDOM_PAGE_COST", "1.1"))

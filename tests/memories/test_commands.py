@@ -104,8 +104,9 @@ def test_bench_search_prints_its_figures(capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {
         "dense_unfiltered_p95_ms", "dense_p50_ms", "dense_p95_ms", "keyword_p95_ms", "pipeline_p50_ms",
-        "pipeline_p95_ms", "http_p95_ms", "filtered_recall_at_10",
+        "pipeline_p95_ms", "http_p95_ms", "filtered_recall_at_10", "context_p50_ms", "context_p95_ms",
     } <= set(result)  # fmt: skip
+    assert result["context_memories_p50"] > 0  # the context calls injected memories
     assert result["filtered_recall_at_10"] > 0.5
     assert result["pipeline_p95_limit_ms"] == round(result["dense_p95_ms"] + result["keyword_p95_ms"] + 15, 3)
     assert result["keyword_p50_ms"] <= result["keyword_p95_ms"]

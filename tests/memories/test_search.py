@@ -377,7 +377,7 @@ def test_a_memorys_vector_stays_in_its_row(alice):
 def test_every_session_searches_with_the_ann_and_planner_settings(settings):
     """Set on each new connection (vectors.set_session_search_params): iterative HNSW scans so a
     tenant filter does not cost recall, and an SSD's random page cost so the planner does not
-    prefer an exact scan of a project of up to ~25K memories to the HNSW index."""
+    prefer an exact scan of a large project to an HNSW index grown by deletes."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('hnsw.iterative_scan'), current_setting('hnsw.ef_search'),"

@@ -13,6 +13,9 @@ Then, over
 - pipeline: `search()` in-process without the reranker or HyDE (query vectors already embedded
   — the embedding itself is reported as embed_p50_ms);
 - http: POST /api/v1/projects/{id}/search through Django's full request stack (same switches);
+- context: POST /api/v1/projects/{id}/context (phase implement, the query as the task): search
+  with the local precision stage, packing and the access bookkeeping of every injected memory;
+  the task's embedding comes from the query cache, as the http search's does;
 
 and filtered_recall_at_10: the filtered ANN top-10 against an exact scan under the same filter.
 With --json the last line is one JSON object. Bench organizations are deleted unless --keep.
@@ -244,8 +247,9 @@ class Command(BaseCommand):
             f"ORDER BY {distance_expr(dims)} LIMIT 10"
         )
         times: dict[str, list[float]] = {
-            k: [] for k in ("unfiltered", "dense", "keyword", "pipeline", "http")
+            k: [] for k in ("unfiltered", "dense", "keyword", "pipeline", "http", "context")
         }
+        injected: list[int] = []
         recalls = []
         stages: dict[str, list[float]] = {}
         keys = {p.organization_id: self._api_key(p.organization) for p in projects}
@@ -289,10 +293,22 @@ class Command(BaseCommand):
                 )
                 times["http"].append((time.perf_counter() - t0) * 1000)
                 assert response.status_code == 200, response.content[:300]
+                t0 = time.perf_counter()
+                response = client.post(
+                    f"/api/v1/projects/{project.id}/context",
+                    json.dumps({"phase": "implement", "task": text, "files": files}),
+                    content_type="application/json",
+                    HTTP_AUTHORIZATION=f"Bearer {keys[project.organization_id]}",
+                    HTTP_HOST="127.0.0.1",
+                )
+                times["context"].append((time.perf_counter() - t0) * 1000)
+                assert response.status_code == 200, response.content[:300]
+                injected.append(len(response.json()["memories"]))
             if warm:
                 times = {k: [] for k in times}
                 recalls = []
                 stages = {}
+                injected = []
         return {
             "embed_p50_ms": _p(embed_times, 50),
             "dense_unfiltered_p95_ms": _p(times["unfiltered"], 95),
@@ -306,6 +322,9 @@ class Command(BaseCommand):
             "pipeline_p95_limit_ms": round(_p(times["dense"], 95) + _p(times["keyword"], 95) + 15, 3),
             "http_p95_ms": _p(times["http"], 95),
             "http_requests": len(times["http"]),
+            "context_p50_ms": _p(times["context"], 50),
+            "context_p95_ms": _p(times["context"], 95),
+            "context_memories_p50": _p(injected, 50),
             "pipeline_stage_p50_ms": {stage: _p(values, 50) for stage, values in stages.items()},
             "filtered_recall_at_10": round(float(np.mean(recalls)), 4) if recalls else None,
         }
