@@ -84,6 +84,7 @@ _RESULT_FIELDS = [f for f in Memory._meta.concrete_fields if f.attname not in ("
 _ALL_NAMES = [f.attname for f in Memory._meta.concrete_fields]
 _RESULT_SLOTS = [_ALL_NAMES.index(f.attname) for f in _RESULT_FIELDS]
 _USAGE_FIELDS = MemoryUsage._meta.concrete_fields
+_USAGE_NAMES = [f.attname for f in _USAGE_FIELDS]
 
 
 @dataclass
@@ -439,7 +440,7 @@ def _results(ids: list[str]) -> dict[str, Memory]:
         # its usage row as select_related would attach it (None: it has none yet)
         usage_row = None
         if used[0] is not None:
-            usage_row = MemoryUsage.from_db(connection.alias, [f.attname for f in _USAGE_FIELDS], used)
+            usage_row = MemoryUsage.from_db(connection.alias, _USAGE_NAMES, used)
         Memory.usage_row.related.set_cached_value(memory, usage_row)
         memories[str(memory.id)] = memory
         if related:

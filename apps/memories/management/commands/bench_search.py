@@ -283,27 +283,14 @@ class Command(BaseCommand):
                 times["pipeline"].append((time.perf_counter() - t0) * 1000)
                 for stage, ms in found.timings_ms.items():
                     stages.setdefault(stage, []).append(ms)
-                t0 = time.perf_counter()
-                response = client.post(
-                    f"/api/v1/projects/{project.id}/search",
-                    json.dumps({"query": text, "files": files, "limit": 10, "rerank": False, "hyde": False}),
-                    content_type="application/json",
-                    HTTP_AUTHORIZATION=f"Bearer {keys[project.organization_id]}",
-                    HTTP_HOST="127.0.0.1",
+                key = keys[project.organization_id]
+                search_body = {"query": text, "files": files, "limit": 10, "rerank": False, "hyde": False}
+                self._post(client, key, f"projects/{project.id}/search", search_body, times["http"])
+                context_body = {"phase": "implement", "task": text, "files": files}
+                context = self._post(
+                    client, key, f"projects/{project.id}/context", context_body, times["context"]
                 )
-                times["http"].append((time.perf_counter() - t0) * 1000)
-                assert response.status_code == 200, response.content[:300]
-                t0 = time.perf_counter()
-                response = client.post(
-                    f"/api/v1/projects/{project.id}/context",
-                    json.dumps({"phase": "implement", "task": text, "files": files}),
-                    content_type="application/json",
-                    HTTP_AUTHORIZATION=f"Bearer {keys[project.organization_id]}",
-                    HTTP_HOST="127.0.0.1",
-                )
-                times["context"].append((time.perf_counter() - t0) * 1000)
-                assert response.status_code == 200, response.content[:300]
-                injected.append(len(response.json()["memories"]))
+                injected.append(len(context["memories"]))
             if warm:
                 times = {k: [] for k in times}
                 recalls = []
@@ -328,6 +315,21 @@ class Command(BaseCommand):
             "pipeline_stage_p50_ms": {stage: _p(values, 50) for stage, values in stages.items()},
             "filtered_recall_at_10": round(float(np.mean(recalls)), 4) if recalls else None,
         }
+
+    @staticmethod
+    def _post(client: Client, key: str, path: str, body: dict, times: list[float]) -> dict:
+        """POST `body` to the API as `key`, append the time it took to `times`, return the JSON."""
+        started = time.perf_counter()
+        response = client.post(
+            f"/api/v1/{path}",
+            json.dumps(body),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+            HTTP_HOST="127.0.0.1",
+        )
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, response.content[:300]
+        return response.json()
 
     def _api_key(self, organization: Organization) -> str:
         _, full = api_key_create(
