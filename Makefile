@@ -43,7 +43,6 @@ test: install-test browser
 lint: install-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m ruff format --check .
 
 format: install-test
 	$(PY) -m ruff check --fix .

@@ -82,6 +82,29 @@ def test_eval_indexes_the_codebase_with_its_package_prefix(tmp_path, monkeypatch
     assert "evalpkg/views.py" in neighbour_files(alice.project.id, ["evalpkg/pager.py"])
 
 
+def test_eval_reports_a_codebase_it_cannot_find_and_goes_on(tmp_path, alice):
+    from apps.graph.selectors import file_paths
+    from apps.memories.management.commands.eval_retrieval import _index_codebase
+
+    message = _index_codebase(alice.project, "no_such_package_here==1.0", None)
+    assert "no_such_package_here is not installed" in message
+    assert "no graph is indexed" in message
+    assert _index_codebase(alice.project, "evalpkg==1.0", None, str(tmp_path)).startswith("no evalpkg/ under")
+    assert not file_paths(project=alice.project)
+
+
+def test_eval_indexes_a_codebase_from_a_source_directory(tmp_path, alice):
+    from apps.graph.selectors import file_paths
+    from apps.memories.management.commands.eval_retrieval import _index_codebase
+
+    (tmp_path / "srcpkg").mkdir()
+    (tmp_path / "srcpkg" / "__init__.py").write_text("")
+    (tmp_path / "srcpkg" / "core.py").write_text("def run():\n    return 1\n")
+    message = _index_codebase(alice.project, "srcpkg==2.0", None, str(tmp_path))
+    assert message.startswith("indexed srcpkg (from --source;")
+    assert "srcpkg/core.py" in file_paths(project=alice.project)
+
+
 def test_reembed_picks_up_other_models(alice, settings, capsys):
     memory = make_memory(alice)
     Memory.objects.filter(id=memory.id).update(embedding_model="old-model")

@@ -51,23 +51,44 @@ def _draft(memory: dict[str, Any]) -> MemoryDraft:
     return MemoryDraft(**{name: memory[name] for name in fields if name in memory})
 
 
-def _index_codebase(project: Project, codebase: str, out) -> str:
-    """Index the installed package named by `codebase` (e.g. django==5.2.19) into the graph."""
+def _index_codebase(project: Project, codebase: str, out, source: str | None = None) -> str:
+    """Index the codebase the set names (e.g. django==5.2.19) into the graph: the installed
+    package, or the package directory under `source` when given. A codebase that cannot be
+    found is reported, not fatal: the graph path then has co-mention neighbours only."""
     try:
         from apps.graph.services import index_directory
     except ImportError:
         return "graph app offers no index_directory: structural queries use co-mention neighbours only"
-    import importlib
+    import importlib.metadata
+    import importlib.util
 
     if not codebase:
         return "the set names no codebase: no graph is indexed"
-    package = codebase.split("==")[0]
-    root = Path(importlib.import_module(package).__file__).parent.parent
+    package, _, wanted = codebase.partition("==")
+    if source:
+        root = Path(source)
+        if not (root / package).is_dir():
+            return f"no {package}/ under {root}: no graph is indexed"
+        version = "from --source"
+    else:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.origin:
+            return f"{package} is not installed (pass --source): no graph is indexed"
+        root = Path(spec.origin).parent.parent
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown version"
+        if wanted and version != wanted:
+            version = f"{version}, the set names {wanted}"
     started = time.perf_counter()
     # Index from the package's parent with `include`, so graph paths carry the package prefix
     # (`django/db/models/query.py`) exactly as the memories' related_files do.
     result = index_directory(project, str(root), include=[package])
-    return f"indexed {package} ({result.files} files, {result.edges} edges) from {root} in {time.perf_counter() - started:.1f}s"
+    return (
+        f"indexed {package} ({version}; {result.files} files, {result.edges} edges) from {root}"
+        f" in {time.perf_counter() - started:.1f}s"
+    )
 
 
 class Command(BaseCommand):
@@ -77,10 +98,22 @@ class Command(BaseCommand):
         default = Path(__file__).resolve().parents[5] / "shared" / "eval" / "code_memory_dev.json"
         parser.add_argument("--dataset", default=str(default))
         parser.add_argument("--keep", action="store_true", help="Keep the evaluation project.")
+        parser.add_argument(
+            "--source", help="Directory holding the codebase's package (default: the installed one)."
+        )
         parser.add_argument("--json", action="store_true", help="End with one JSON line.")
         parser.add_argument("--quiet", action="store_true", help="Only the JSON line (implies --json).")
 
-    def handle(self, *args, dataset: str, keep: bool, quiet: bool, json: bool = False, **options):
+    def handle(
+        self,
+        *args,
+        dataset: str,
+        keep: bool,
+        quiet: bool,
+        json: bool = False,
+        source: str | None = None,
+        **options,
+    ):
         path = Path(dataset)
         if not path.exists():
             raise CommandError(f"No dataset at {path}")
@@ -90,14 +123,14 @@ class Command(BaseCommand):
         org = Organization.objects.create(name=f"eval {suffix}", slug=f"eval-{suffix}")
         project = Project.objects.create(organization=org, name=f"eval {path.stem}", slug=f"eval-{suffix}")
         try:
-            result = self._run(data, project, say)
+            result = self._run(data, project, say, source)
         finally:
             if not keep:
                 org.delete()
         if json or quiet:
             self.stdout.write(_json.dumps(result, sort_keys=True))
 
-    def _run(self, data: dict[str, Any], project: Project, say) -> dict[str, Any]:
+    def _run(self, data: dict[str, Any], project: Project, say, source: str | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         with override_settings(EMBEDDING_MODE="sync"), transaction.atomic():
             created = memories_create_batch(
@@ -105,7 +138,7 @@ class Command(BaseCommand):
             )
         key_of = {str(m.id): spec["key"] for m, spec in zip(created, data["memories"], strict=True)}
         say(f"loaded {len(created)} memories in {time.perf_counter() - started:.1f}s")
-        say(_index_codebase(project, data.get("codebase", ""), say))
+        say(_index_codebase(project, data.get("codebase", ""), say, source))
 
         baseline = evaluation.BM25Baseline(
             [m["key"] for m in data["memories"]],
