@@ -287,7 +287,7 @@ class SearchHit(OutputSchema):
 
 class HydeInfo(OutputSchema):
     ran: bool  # a hypothetical answer's embedding was averaged into the dense query
-    # ran | cached | not_configured | disabled | skipped_kind | failed | cooldown | not_run
+    # ran | cached | not_configured | disabled | skipped_kind | confident | failed | cooldown | not_run
     status: str
     hypothetical: str | None
 

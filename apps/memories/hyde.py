@@ -9,10 +9,14 @@ use, so every stage sees the same notion of "close" — and the literal query st
 which anchors the search when the model invents details. A second list fused by rank would
 need its own weight and would rank memories only the invented text resembles.
 
-Only semantic queries get it: identifier queries are answered by exact names (a made-up answer
-can only add wrong ones), structural ones by the graph. One chat call with a tight token cap
-and timeout; any failure falls back to the plain query and pauses HyDE for a short while, so a
-dead endpoint does not cost every query its timeout. Answers are cached by query text.
+When (seeds/003 §7, ARCHITECTURE §5): a fallback for explicit searches only, never for
+proactive injection (`/context`, session start), and only when the plain pipeline was unsure —
+fewer than MIN_CONFIDENT of its results score above MIN_SCORE after every stage. Then the whole
+pipeline runs again with the combined vector. Only semantic queries get it: identifier queries
+are answered by exact names (a made-up answer can only add wrong ones), structural ones by the
+graph. One chat call with a tight token cap and timeout; any failure keeps the plain results and
+pauses HyDE for a short while, so a dead endpoint does not cost every query its timeout. Answers
+are cached by query text.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from memorysaas.llm import chat_client, llm_configured
 logger = logging.getLogger(__name__)
 
 KINDS = frozenset({"semantic"})
+# The seed's trigger: fewer than 3 results scoring above 0.5.
+MIN_SCORE = 0.5
+MIN_CONFIDENT = 3
 MAX_TOKENS = 100
 COOLDOWN_SECONDS = 30.0
 PROMPT = (
@@ -43,7 +50,8 @@ PROMPT = (
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # ran | cached | not_configured | disabled | skipped_kind | failed | cooldown
+    # ran | cached | not_configured | disabled | skipped_kind | confident | failed | cooldown | not_run
+    status: str
     text: str | None = None
 
     @property
@@ -75,14 +83,17 @@ def _key(query: str) -> str:
     return hashlib.sha256(f"{settings.OPENAI_CHAT_MODEL}:{query.strip()}".encode()).hexdigest()
 
 
-def hypothetical(query: str, kind: str) -> Outcome:
-    """The hypothetical memory for `query` (cached by query text), or why there is none."""
+def hypothetical(query: str, kind: str, scores: list[float]) -> Outcome:
+    """The hypothetical memory for `query` (cached by query text), or why there is none:
+    `scores` are the plain pipeline's final result scores, best first."""
     if not llm_configured():
         return Outcome("not_configured")
     if not settings.SEARCH_HYDE:
         return Outcome("disabled")
     if kind not in KINDS:
         return Outcome("skipped_kind")
+    if sum(score > MIN_SCORE for score in scores) >= MIN_CONFIDENT:
+        return Outcome("confident")
     key = _key(query)
     with _STATE.lock:
         if key in _STATE.answers:

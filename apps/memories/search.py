@@ -6,8 +6,9 @@ see fusion.FUSION_WEIGHTS for why not RRF) and reports weighted RRF (k=60) besid
 path takes the files in play plus files named in the query; its neighbours come from the
 registered providers (apps.graph: depth-1 imports both ways; co-mention; co-access).
 
-HyDE (hyde.py): when an LLM is configured, a semantic query's dense vector is the mean of its
-own and a hypothetical answer's embedding; the `hyde` timing and diagnostics say whether it ran.
+HyDE (hyde.py): when an LLM is configured and an explicit semantic search comes back unsure
+(fewer than 3 results over 0.5), the pipeline runs again with the mean of the query's and a
+hypothetical answer's embeddings; the `hyde` timing and diagnostics say whether it ran.
 
 `search()` is what the API, the dashboard and the benchmarks call; `build_context()` packs its
 results for an agent. Every query starts from the memories that apply in the project for the
@@ -473,11 +474,13 @@ def search(
     boost: bool = True,
     weigh: bool = True,
     use_hyde: bool = True,
+    query_vector: np.ndarray | None = None,
 ) -> SearchResult:
     """Rank the memories that apply in `project` for `principal` against `query` and `files`.
 
     `paths`, `boost`, `weigh`, `rerank` and `use_hyde` switch stages off (the evaluation and the
-    benchmarks compare them).
+    benchmarks compare them); proactive callers (`build_context`, session start) pass
+    `use_hyde=False`. `query_vector` replaces the query's own embedding (HyDE's second pass).
     """
     from apps.memories.embeddings import embed_query, get_provider
 
@@ -499,14 +502,11 @@ def search(
 
     provider = get_provider()
     vector = None
-    hyde_outcome = hyde.Outcome("not_run")
     if "dense" in paths and query.strip():
-        vector = embed_query(query_embedding_text(query), provider)
+        vector = (
+            query_vector if query_vector is not None else embed_query(query_embedding_text(query), provider)
+        )
         clock.lap("embed")
-        hyde_outcome = hyde.hypothetical(query, kind) if use_hyde else hyde.Outcome("disabled")
-        if hyde_outcome.text:
-            vector = hyde.combine(vector, embed_query(hyde_outcome.text, provider))
-        clock.lap("hyde")
     # The boost asks for the neighbours of the top results' files; when those are the files
     # already asked about (one memory about the file in play, say), the first answer serves.
     asked: dict[frozenset[str], dict[str, float]] = {}
@@ -604,6 +604,30 @@ def search(
     if rerank and ordered:
         ordered, reranker = _rerank(query, ordered, components, files=graph_files, limit=limit)
     clock.lap("rerank")
+
+    hyde_outcome = hyde.Outcome("not_run")
+    if vector is not None and query_vector is None:
+        if not use_hyde:
+            hyde_outcome = hyde.Outcome("disabled")
+        else:
+            scores = [float(components[i]["score"] or 0.0) for i in ordered[:limit]]
+            hyde_outcome = hyde.hypothetical(query, kind, scores)
+            if hyde_outcome.text:
+                combined = hyde.combine(vector, embed_query(hyde_outcome.text, provider))
+                clock.lap("hyde")  # the chat call and the hypothetical's embedding
+                first_pass = round(sum(ms for stage, ms in clock.timings.items() if stage != "hyde"), 3)
+                second = search(
+                    principal=principal, project=project, query=query, files=files, phase=phase,
+                    limit=limit, query_kind=kind, types=types, rerank=rerank, include_stale=include_stale,
+                    paths=paths, boost=boost, weigh=weigh, query_vector=combined,
+                )  # fmt: skip
+                # The second pass's stages (its results), what the first pass and HyDE took, in all.
+                second.timings_ms.update(
+                    first_pass=first_pass, hyde=clock.timings["hyde"], total=clock.total()["total"]
+                )
+                second.hyde = hyde_outcome.as_dict()
+                return second
+            clock.lap("hyde")
 
     final = ordered[:limit]
     memories = _results(final)
@@ -718,6 +742,7 @@ def build_context(
         phase=phase_name,
         limit=25,
         include_stale=False,
+        use_hyde=False,  # proactive injection never waits on an LLM (seeds/003 §7)
     )
     minimum = injection_min_confidence(project)
     items = [

@@ -111,14 +111,17 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
                 }
                 for key, module, share in cursor.fetchall()
             ]
-    applicable = Memory.objects.applicable_in(session.project, principal).filter(deprecated=False)
+    # What is injected at session start is never stale (a related file was deleted).
+    applicable = Memory.objects.applicable_in(session.project, principal).filter(
+        deprecated=False, stale_at__isnull=True
+    )
     recipes = []
     if session.task.strip():
         from apps.memories.search import search
 
         found = search(
             principal=principal, project=session.project, query=session.task, files=files, phase=None,
-            limit=3, types=["workflow_recipe"], rerank=False,
+            limit=3, types=["workflow_recipe"], rerank=False, include_stale=False, use_hyde=False,
         )  # fmt: skip
         recipes = [
             {"id": str(h.memory.id), "content": h.memory.content, "payload": h.memory.payload}

@@ -50,7 +50,7 @@ def test_hyde_runs_and_moves_the_dense_query(alice, memories, fake_openai, setti
     result = _search(alice, QUESTION)
     assert result.query_kind == "semantic"
     assert result.hyde == {"ran": True, "status": "ran", "hypothetical": PAGER}
-    assert "hyde" in result.timings_ms
+    assert result.timings_ms["total"] >= result.timings_ms["first_pass"] + result.timings_ms["hyde"]
     (request,) = _chat_requests(fake_openai)
     assert request["auth"] == "Bearer test-openai-key"
     assert request["model"] == settings.OPENAI_CHAT_MODEL and request["max_tokens"] == hyde.MAX_TOKENS
@@ -89,6 +89,37 @@ def test_timeout_falls_back(alice, memories, fake_openai, settings, api_client):
     assert response.status_code == 200, response.content
     assert response.json()["hyde"]["status"] == "failed"
     assert response.json()["results"]
+
+
+def test_only_an_unsure_search_asks_for_a_hypothetical(fake_openai):
+    """seeds/003 §7: fewer than 3 results scoring above 0.5 after every stage."""
+    fake_openai.answer = PAGER
+    assert hyde.hypothetical(QUESTION, "semantic", [0.9, 0.8, 0.51, 0.2]).status == "confident"
+    assert _chat_requests(fake_openai) == []
+    assert hyde.hypothetical(QUESTION, "semantic", [0.9, 0.8, 0.5, 0.2]).status == "ran"
+    assert len(_chat_requests(fake_openai)) == 1
+
+
+def test_a_confident_search_keeps_its_results_without_a_call(alice, memories, fake_openai, monkeypatch):
+    fake_openai.answer = PAGER
+    monkeypatch.setattr(hyde, "MIN_SCORE", -1.0)  # every result counts as sure
+    result = _search(alice, QUESTION)
+    assert result.hyde == {"ran": False, "status": "confident", "hypothetical": None}
+    assert [h.memory.id for h in result.hits] == [
+        h.memory.id for h in _search(alice, QUESTION, use_hyde=False).hits
+    ]
+    assert _chat_requests(fake_openai) == []
+
+
+def test_context_injection_never_calls_the_llm(alice, memories, fake_openai, api_client):
+    fake_openai.answer = PAGER
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/context", {"phase": "implement", "task": QUESTION}
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["memories"]
+    assert _chat_requests(fake_openai) == []
+    assert _search(alice, QUESTION).hyde["status"] == "ran"  # the same text searched explicitly does
 
 
 def test_identifier_queries_skip_hyde(alice, memories, fake_openai):

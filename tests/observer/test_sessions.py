@@ -493,3 +493,32 @@ def test_the_control_group_gets_no_memory(agent, monkeypatch):
     agent.send(session["id"], Trace().idle(6, "shop/refunds.py").note("gotcha", "refunds are async").events)
     answer = agent.client.post(f"sessions/{session['id']}/step-injection", {"step": 7}).json()
     assert answer == {"step": 7, "injection": None, "reason": "control_group"}
+
+
+def test_session_start_never_offers_a_stale_recipe_or_work_state(agent, alice):
+    from django.utils import timezone
+
+    from tests.memories.factories import make_memory
+
+    steps = {
+        "task_pattern": "add refunds",
+        "steps": [
+            {"order": 1, "description": "edit shop/refunds.py"},
+            {"order": 2, "description": "run the tests"},
+        ],
+    }
+    fresh = make_memory(
+        alice, type="workflow_recipe", content="Refunds: edit the service, then test.", payload=steps
+    )
+    stale = make_memory(
+        alice, type="workflow_recipe", content="Refunds: edit the old module, then test.", payload=steps
+    )
+    unit = {"hierarchy": ["epic_7", "story_7_1"]}
+    state = make_memory(alice, type="work_state", content="Half way through refunds.", work_unit_ref=unit)
+    Memory.objects.filter(id__in=[stale.id, state.id]).update(stale_at=timezone.now())
+
+    session = agent.open(task="add refunds to the shop", work_unit=unit)
+
+    offered = {recipe["id"] for recipe in session["start_context"]["recipes"]}
+    assert str(fresh.id) in offered and str(stale.id) not in offered
+    assert (session["start_context"]["work_state"] or {}).get("memory_id") != str(state.id)
