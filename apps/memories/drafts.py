@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from apps.memories.kinds import RelationKind, Scope, Source, normalize_type
 from apps.memories.payloads import PayloadError, validate_payload
@@ -56,6 +56,10 @@ class RelationDraft(BaseModel):
         return self
 
 
+# The longest entry each list column holds (apps.memories.models.Memory).
+_ENTRY_LIMITS = {"tags": 100, "provenance_session_ids": 100, "related_modules": 300, "impacted_node_ids": 300}
+
+
 class MemoryDraft(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
@@ -96,10 +100,11 @@ class MemoryDraft(BaseModel):
 
     @field_validator("tags", "related_modules", "provenance_session_ids", "impacted_node_ids")
     @classmethod
-    def bounded_strings(cls, values: list[str]) -> list[str]:
+    def bounded_strings(cls, values: list[str], info: ValidationInfo) -> list[str]:
         cleaned = list(dict.fromkeys(v.strip() for v in values if v and v.strip()))
-        if any(len(v) > 300 for v in cleaned):
-            raise ValueError("each entry is at most 300 characters")
+        limit = _ENTRY_LIMITS[info.field_name]
+        if any(len(v) > limit for v in cleaned):
+            raise ValueError(f"each entry is at most {limit} characters")
         return cleaned
 
     @field_validator("related_files")

@@ -42,7 +42,7 @@ from apps.memories.models import (
 from apps.memories.payloads import payload_text
 from apps.memories.vectors import vector_literal
 from apps.tenants.models import Project
-from apps.tenants.principal import Principal
+from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.services import audit_record
 from memorysaas.errors import Invalid
 from memorysaas.realtime import publish_many
@@ -246,7 +246,9 @@ def _announce(project_id: UUID, *events: tuple[str, Sequence[UUID]]) -> None:
 
 
 def _draft_fields(draft: MemoryDraft) -> dict[str, Any]:
-    """The fields of a draft that are stored as written, and so scanned for secrets."""
+    """The fields of a draft that are stored as written, and so scanned for secrets, and
+    `relation_paths`: its relations' file targets, in order."""
+    sessions = [*draft.provenance_session_ids, *([draft.session_id] if draft.session_id else [])]
     return {
         "content": draft.content,
         "citation_text": draft.citation(),
@@ -257,6 +259,12 @@ def _draft_fields(draft: MemoryDraft) -> dict[str, Any]:
         "context_prefix": draft.context_prefix,
         "commit_sha": draft.commit_sha,
         "work_unit_ref": draft.work_unit_ref.model_dump() if draft.work_unit_ref else None,
+        "methodology": draft.methodology or (draft.work_unit_ref.methodology if draft.work_unit_ref else ""),
+        "session_id": draft.session_id,
+        "provenance_session_ids": list(dict.fromkeys(sessions)),
+        "target_node_id": draft.target_node_id,
+        "impacted_node_ids": draft.impacted_node_ids,
+        "relation_paths": [r.target_file_path for r in draft.relations],
     }
 
 
@@ -272,9 +280,10 @@ def _build(
     fields, kinds = _redacted_fields(_draft_fields(draft), found)
     if kinds and fields["citation_text"] != draft.citation_text:
         fields["citation_text"] = short_citation(fields["citation_text"])
-    sessions = list(
-        dict.fromkeys([*draft.provenance_session_ids, *([draft.session_id] if draft.session_id else [])])
-    )
+    relations = [
+        relation.model_copy(update={"target_file_path": path})
+        for relation, path in zip(draft.relations, fields.pop("relation_paths"), strict=True)
+    ]
     half_life = draft.decay_half_life_days or default_half_life(draft.type)
     memory = Memory(
         organization_id=project.organization_id,
@@ -286,33 +295,31 @@ def _build(
         source=draft.source.value,
         scope=scope,
         confidence=draft.confidence,
-        session_id=draft.session_id,
-        provenance_session_ids=sessions,
         needs_review=draft.needs_review or bool(kinds),
         user_verified=draft.user_verified,
         pinned=draft.pinned,
-        methodology=draft.methodology or (draft.work_unit_ref.methodology if draft.work_unit_ref else ""),
         decay_half_life_days=half_life,
         chunk_type=draft.chunk_type,
         chunk_start_line=draft.chunk_start_line,
         chunk_end_line=draft.chunk_end_line,
-        target_node_id=draft.target_node_id,
-        impacted_node_ids=draft.impacted_node_ids,
         secrets_redacted=bool(kinds),
         secret_kinds=kinds,
         **fields,
     )
-    return memory, draft.relations
+    return memory, relations
 
 
-def _create_relations(project: Project, pairs: list[tuple[Memory, list[RelationDraft]]]) -> None:
+def _create_relations(
+    project: Project, actor: Principal, pairs: list[tuple[Memory, list[RelationDraft]]]
+) -> None:
     if not any(relations for _, relations in pairs):
         return
     wanted = {r.target_memory_id for _, rels in pairs for r in rels if r.target_memory_id}
+    # Only what the actor may read: linking must not reveal that someone else's memory exists.
+    # The system (background jobs) acts for the whole organization.
+    candidates = Memory.objects.all() if actor is SYSTEM else Memory.objects.visible_to(actor)
     known = set(
-        Memory.objects.filter(organization_id=project.organization_id, id__in=wanted).values_list(
-            "id", flat=True
-        )
+        candidates.filter(organization_id=project.organization_id, id__in=wanted).values_list("id", flat=True)
     )
     rows = []
     for memory, relations in pairs:
@@ -356,7 +363,7 @@ def memories_create_batch(
         _attach_vectors([memory for memory, _ in pairs], vectors)
     memories = [memory for memory, _ in pairs]
     _insert(memories, [_snapshot(m, "created", actor) for m in memories])
-    _create_relations(project, pairs)
+    _create_relations(project, actor, pairs)
     ids = [m.id for m in memories]
     _adjust_term_stats(ids, +1)
     if len(memories) == 1:
@@ -535,7 +542,9 @@ def memory_update(
     except ValueError as exc:
         raise Invalid("The memory would not be valid.", details=str(exc)) from None
     changed: set[str] = set()
-    clean, kinds = _redacted_fields({k: getattr(draft, k) for k in current if k in changes})
+    texts = {k: getattr(draft, k) for k in current if k in changes}
+    texts |= {k: v for k, v in changes.items() if k in ("methodology", "commit_sha", "work_unit_ref")}
+    clean, kinds = _redacted_fields(texts)
     if "scope" in clean:
         clean["scope"] = draft.scope.value
         if clean["scope"] == MemoryScope.TEAM:
@@ -551,14 +560,7 @@ def memory_update(
         if getattr(memory, name) != value:
             setattr(memory, name, value)
             changed.add(name)
-    for name in (
-        "needs_review",
-        "pinned",
-        "decay_half_life_days",
-        "methodology",
-        "commit_sha",
-        "work_unit_ref",
-    ):
+    for name in ("needs_review", "pinned", "decay_half_life_days"):
         if name in changes and getattr(memory, name) != changes[name]:
             setattr(memory, name, changes[name])
             changed.add(name)
@@ -609,15 +611,15 @@ def memory_feedback(
     """
     kind = FeedbackKind(kind).value
     memory = _locked(memory)
-    clean_note = secrets_scan.scan(note).text
+    clean, _ = _redacted_fields({"note": note, "session_id": session_id})
     MemoryFeedback.objects.create(
         organization_id=memory.organization_id,
         memory=memory,
         kind=kind,
-        note=clean_note,
+        note=clean["note"],
         actor_user=actor.user if actor.user is not None and actor.user.pk else None,
         actor_label=actor.label,
-        session_id=session_id[:100],
+        session_id=clean["session_id"][:100],
     )
     if kind == FeedbackKind.CORRECT:
         if not content or not content.strip():
@@ -783,16 +785,25 @@ def memories_decay_and_prune(*, now=None) -> dict[str, int]:
 
     now = now or timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:
+        # each deprecation is a new version, kept in the history as `_snapshot` keeps the others
         cursor.execute(
             """
-            UPDATE memories_memory SET deprecated = true, deprecated_at = %s, version = version + 1
-            WHERE deprecated = false AND pinned = false AND decay_half_life_days IS NOT NULL
-              AND coalesce(
-                    (SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id),
-                    created_at
-                  ) < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
+            WITH deprecated AS (
+                UPDATE memories_memory
+                SET deprecated = true, deprecated_at = %s, version = version + 1, updated_at = %s
+                WHERE deprecated = false AND pinned = false AND decay_half_life_days IS NOT NULL
+                  AND coalesce(
+                        (SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id),
+                        created_at
+                      ) < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
+                RETURNING id, version, type, content, confidence, tags, related_files
+            )
+            INSERT INTO memories_memoryversion
+                (memory_id, version, type, content, confidence, tags, related_files, change, changed_by, created_at)
+            SELECT id, version, type, content, confidence, tags, related_files, 'deprecated', %s, %s
+            FROM deprecated
             """,
-            [now, now],
+            [now, now, now, SYSTEM.label, now],
         )
         deprecated = cursor.rowcount
         doomed = list(

@@ -1,0 +1,176 @@
+"""Secrets are redacted in every stored field, relation targets respect what the caller may
+read, and the daily decay job keeps the version history whole."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.memories import services
+from apps.memories.models import Memory, MemoryFeedback, MemoryRelation, MemoryVersion
+from apps.tenants.principal import Principal
+from apps.tenants.services import api_key_create
+from tests.factories import ProjectFactory
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+# The shape of a real Anthropic key: fits `session_id` (100 characters); its first 40 fit `methodology`.
+SECRET = "sk-ant-api03-" + "Qm7vX2pLk9RtY4wZ8nBc3HdJf6GsA1eU5oIyT0rNq" * 2
+MARKER = "[REDACTED:anthropic_key]"
+
+
+def _everywhere() -> dict:
+    """A memory with the secret in every free-text field a client may send."""
+    return {
+        "type": "gotcha",
+        "content": f"Deploys need {SECRET} in the environment.",
+        "tags": [SECRET],
+        "related_files": [f"config/{SECRET}.env"],
+        "related_modules": [SECRET],
+        "payload": {"note": SECRET},
+        "context_prefix": SECRET,
+        "session_id": SECRET,
+        "provenance_session_ids": [SECRET],
+        "methodology": SECRET[:40],
+        "commit_sha": SECRET[:64],
+        "work_unit_ref": {"methodology": SECRET[:40], "hierarchy": [SECRET], "label": SECRET},
+        "target_node_id": SECRET,
+        "impacted_node_ids": [SECRET],
+        "relations": [{"relation_type": "required_with", "target_file_path": f"config/{SECRET}.env"}],
+    }
+
+
+def _tables_holding(text: str) -> list[str]:
+    """Every table of the public schema with a row whose text form contains `text`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
+        )
+        tables = [row[0] for row in cursor.fetchall()]
+        holding = []
+        for table in tables:
+            cursor.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {connection.ops.quote_name(table)} t WHERE t::text LIKE %s)",
+                [f"%{text}%"],
+            )
+            if cursor.fetchone()[0]:
+                holding.append(table)
+    return holding
+
+
+def test_a_secret_in_any_field_never_reaches_any_table(alice, api_client):
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/memories"
+    one = client.post(url, _everywhere())
+    assert one.status_code == 201, one.content
+    batch = client.post(url, {"memories": [_everywhere(), _everywhere()]})
+    assert batch.status_code == 201, batch.content
+    memory_id = one.json()["id"]
+    patched = client.patch(
+        f"memories/{memory_id}",
+        {
+            "methodology": SECRET[:40],
+            "commit_sha": SECRET[:64],
+            "work_unit_ref": {"methodology": SECRET[:40], "hierarchy": [SECRET], "label": SECRET},
+        },
+    )
+    assert patched.status_code == 200, patched.content
+    for kind in ("flag", "correct"):
+        feedback = {"kind": kind, "note": SECRET, "session_id": SECRET, "content": f"Now {SECRET}."}
+        response = client.post(f"memories/{memory_id}/feedback", feedback)
+        assert response.status_code == 200, response.content
+
+    # the random part of the key: also caught if only a cut of it were stored
+    assert _tables_holding(SECRET[13:40]) == []
+    for body in [patched.json(), *batch.json()["memories"]]:
+        assert body["secrets_redacted"] and "anthropic_key" in body["secret_kinds"]
+        assert body["methodology"] == body["commit_sha"] == MARKER
+        assert body["work_unit_ref"] == {"methodology": MARKER, "hierarchy": [MARKER], "label": MARKER}
+        assert body["session_id"] == MARKER and body["provenance_session_ids"] == [MARKER]
+        assert body["relations"][0]["target_file_path"] == f"config/{MARKER}.env"
+    stored = Memory.objects.get(id=memory_id)
+    assert stored.target_node_id == MARKER and stored.impacted_node_ids == [MARKER]
+    assert set(MemoryFeedback.objects.filter(memory=stored).values_list("note", "session_id")) == {
+        (MARKER, MARKER)
+    }
+
+
+def test_a_relation_to_an_unseen_memory_is_refused_like_a_missing_one(alice, bob, org_a, api_client):
+    bobs_own = make_memory(bob, content="bob's private note", scope="personal")
+    elsewhere = make_memory(alice, project=ProjectFactory(organization=org_a), content="another project")
+    _, limited_key = api_key_create(
+        organization=org_a,
+        actor=alice.principal,
+        name="acme-api only",
+        scopes=alice.api_key.scopes,
+        project=alice.project,
+    )
+    url = f"projects/{alice.project.id}/memories"
+
+    def link(key: str, target_id) -> dict:
+        relation = {"relation_type": "conflicts_with", "target_memory_id": str(target_id)}
+        response = api_client(key).post(url, {"type": "gotcha", "content": "linked", "relations": [relation]})
+        assert response.status_code == 422, response.content
+        return response.json()["error"]
+
+    missing = link(alice.key, "00000000-0000-4000-8000-000000000000")
+    assert link(alice.key, bobs_own.id)["message"] == missing["message"]
+    assert link(limited_key, elsewhere.id)["message"] == missing["message"]
+    assert not MemoryRelation.objects.exists()
+    assert not Memory.objects.filter(content="linked").exists()
+    linked = api_client(alice.key).post(
+        url,
+        {
+            "type": "gotcha",
+            "content": "linked",
+            "relations": [{"relation_type": "validates", "target_memory_id": str(elsewhere.id)}],
+        },
+    )
+    assert linked.status_code == 201  # alice herself sees the other project
+
+
+def test_the_decay_job_keeps_a_version_for_each_memory_it_deprecates(alice):
+    now = timezone.now()
+    unused = make_memory(alice, content="Never used since it was written.")
+    Memory.objects.filter(id=unused.id).update(
+        created_at=now - timedelta(days=3 * unused.decay_half_life_days + 1)
+    )
+
+    assert services.memories_decay_and_prune(now=now)["deprecated"] == 1
+
+    unused.refresh_from_db()
+    assert unused.deprecated and unused.version == 2
+    latest = MemoryVersion.objects.filter(memory=unused).first()
+    assert (latest.version, latest.change, latest.changed_by) == (
+        unused.version,
+        "deprecated",
+        Principal().label,
+    )
+    assert latest.content == unused.content
+
+
+def test_the_system_links_memories_across_the_organization(alice):
+    from apps.memories.drafts import RelationDraft
+    from apps.tenants.principal import SYSTEM
+
+    target = make_memory(alice, scope="personal")
+    linked = make_memory(
+        alice,
+        principal=SYSTEM,
+        relations=[RelationDraft(relation_type="derived_from", target_memory_id=target.id)],
+    )
+    assert [r.target_memory_id for r in linked.relations.all()] == [target.id]
+
+
+def test_a_tag_longer_than_its_column_is_a_clear_422(alice, api_client):
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/memories", {"type": "gotcha", "content": "x", "tags": ["t" * 101]}
+    )
+    assert response.status_code == 422
+    assert "at most 100 characters" in response.content.decode()
+    assert not Memory.objects.filter(project=alice.project).exists()
