@@ -17,6 +17,13 @@ class MemoriesConfig(AppConfig):
 
         connection_created.connect(set_session_search_params, dispatch_uid="memories.hnsw_session_params")
 
+        from django.db.models.signals import post_migrate
+
+        from apps.memories.vectors import ensure_provider_index
+
+        # The configured provider's HNSW index (migration 0002 makes MiniLM's 384).
+        post_migrate.connect(ensure_provider_index, sender=self, dispatch_uid="memories.provider_index")
+
         from memorysaas.schedules import register_schedule
 
         # Daily: deprecate after three half-lives unused, delete after the grace, evict the cache.

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 class EmbeddingProvider(Protocol):
     model_id: str
     dimensions: int
+    matryoshka: bool  # trained so that the leading dimensions alone carry most of the meaning
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
@@ -64,6 +65,7 @@ def _sentence_transformer():
 class LocalMiniLM:
     model_id = "sentence-transformers/all-MiniLM-L6-v2"
     dimensions = 384
+    matryoshka = False
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -81,6 +83,7 @@ class LocalMiniLM:
 
 class OpenAIEmbeddings:
     base_model = "text-embedding-3-small"
+    matryoshka = True  # the text-embedding-3 models are Matryoshka-trained (shortened by `dimensions`)
 
     def __init__(self, dimensions: int) -> None:
         self.dimensions = dimensions
@@ -103,6 +106,8 @@ class OpenAIEmbeddings:
 
 class HashingEmbeddings:
     """Signed feature hashing of words and word pairs: no model, deterministic, weak semantics."""
+
+    matryoshka = False
 
     def __init__(self, dimensions: int = 384) -> None:
         self.dimensions = dimensions

@@ -53,7 +53,7 @@ from apps.memories.models import Memory, MemoryRelation, MemoryUsage
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
 from apps.memories.selectors import memories_visible
-from apps.memories.vectors import distance_expr, vector_literal
+from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 
@@ -241,17 +241,23 @@ def _found(rows: Iterable[tuple], score: Callable[[Row], float]) -> Found:
     return found
 
 
-def dense_path(scope: Scope, vector: np.ndarray, *, model_id: str, limit: int = DENSE_TOP) -> Found:
+def dense_path(
+    scope: Scope, vector: np.ndarray, *, model_id: str, limit: int = DENSE_TOP, matryoshka: bool = False
+) -> Found:
     """(id, cosine, row) nearest first in `scope`, through the HNSW index of this model's
-    dimensions (the session's iterative-scan settings apply: vectors.set_session_search_params)."""
+    dimensions (the session's iterative-scan settings apply: vectors.set_session_search_params),
+    or for a Matryoshka model its prefix index, the full vectors ordering its candidates."""
     dims = int(len(vector))
-    rows = _rows(
-        f"SELECT id, {_ROW_COLUMNS}, {distance_expr(dims)} AS distance FROM memories_memory"
-        f" WHERE {scope.sql} AND embedding_dims = %s AND embedding_model = %s"
-        " ORDER BY distance LIMIT %s",
-        [vector_literal(vector), *scope.params, dims, model_id, limit],
+    sql, params = nearest(
+        dims,
+        columns=f"id, {_ROW_COLUMNS}",
+        where=f"{scope.sql} AND embedding_dims = %s AND embedding_model = %s",
+        params=[*scope.params, dims, model_id],
+        limit=limit,
+        query_params=[vector_literal(vector)],
+        matryoshka=matryoshka,
     )
-    return _found(rows, lambda row: 1.0 - float(row["distance"]))
+    return _found(_rows(sql, params), lambda row: 1.0 - float(row["distance"]))
 
 
 def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
@@ -520,7 +526,11 @@ def search(
     runs: dict[str, Callable[[], Found]] = {}
     if vector is not None:
         runs["dense"] = lambda: dense_path(
-            scope, vector, model_id=provider.model_id, limit=max(DENSE_TOP, 2 * limit)
+            scope,
+            vector,
+            model_id=provider.model_id,
+            limit=max(DENSE_TOP, 2 * limit),
+            matryoshka=getattr(provider, "matryoshka", False),
         )
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(

@@ -14,7 +14,7 @@ from django.db.models.expressions import RawSQL
 
 from apps.memories.contextual import memory_embedding_text
 from apps.memories.models import Memory, MemoryQuerySet
-from apps.memories.vectors import distance_expr, set_search_params, vector_literal
+from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.errors import Invalid, NotFound
@@ -74,21 +74,21 @@ def find_near_duplicate(
         related_files=list(related_files),
         related_modules=list(related_modules),
     )
-    vector = vector_literal(embed_query(query, provider))
     dims = provider.dimensions
+    sql, params = nearest(
+        dims,
+        columns="id",
+        where="project_id = %s AND type = %s AND deprecated = false AND embedding_dims = %s AND embedding_model = %s",
+        params=[str(project.id), memory_type, dims, provider.model_id],
+        limit=1,
+        query_params=[vector_literal(embed_query(query, provider))],
+        matryoshka=getattr(provider, "matryoshka", False),
+    )
     with transaction.atomic(), connection.cursor() as cursor:
         set_search_params(cursor)
-        cursor.execute(
-            f"""
-            SELECT id, 1 - {distance_expr(dims)} AS similarity FROM memories_memory
-            WHERE project_id = %s AND type = %s AND deprecated = false
-              AND embedding_dims = %s AND embedding_model = %s
-            ORDER BY {distance_expr(dims)} LIMIT 1
-            """,
-            [vector, str(project.id), memory_type, dims, provider.model_id, vector],
-        )
+        cursor.execute(sql, params)
         row = cursor.fetchone()
-    if row is None or row[1] < threshold:
+    if row is None or 1 - row[1] < threshold:
         return None
     return Memory.objects.filter(id=row[0]).first()
 

@@ -4,16 +4,21 @@ tenant-filtered ANN search exact enough (pgvector 0.8 iterative index scans).
 The `embedding` column is untyped (`vector`), so vectors of any model fit; each dimension count
 gets a partial expression index `USING hnsw ((embedding::vector(N)) vector_cosine_ops) WHERE
 embedding_dims = N`, and queries order by the same expression so the planner uses it.
+
+Matryoshka-trained models (OpenAI's text-embedding-3) put most of the meaning in the leading
+dimensions, so for them the index covers only the first 256 (`subvector(...)`: a smaller, faster
+graph) and `nearest()` orders its candidates by the full vectors (ARCHITECTURE §5).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
 
 def vector_literal(vector: Sequence[float] | np.ndarray) -> str:
@@ -28,29 +33,90 @@ def _literal_format(dims: int) -> str:
     return "[" + ",".join(["%.9g"] * dims) + "]"
 
 
-def index_name(dims: int) -> str:
-    return f"memory_embedding_hnsw_{int(dims)}"
+MATRYOSHKA_PREFIX = 256
+# Candidates the prefix index hands to the full vectors, per result asked for.
+MATRYOSHKA_CANDIDATES = 4
 
 
-def distance_expr(dims: int, column: str = "embedding", query: str = "%s") -> str:
+def prefix_dims(dims: int, matryoshka: bool) -> int | None:
+    """The leading dimensions a Matryoshka model's vectors are indexed by, or None (all)."""
+    return MATRYOSHKA_PREFIX if matryoshka and dims > MATRYOSHKA_PREFIX else None
+
+
+def index_name(dims: int, prefix: int | None = None) -> str:
+    return f"memory_embedding_hnsw_{int(dims)}" + (f"_p{int(prefix)}" if prefix else "")
+
+
+def distance_expr(dims: int, column: str = "embedding", query: str = "%s", prefix: int | None = None) -> str:
     """The ordering expression the HNSW index for `dims` answers (cosine distance) between
-    `column` and `query` (a parameter placeholder by default, or a column of another relation)."""
-    return f"({column}::vector({int(dims)}) <=> {query}::vector({int(dims)}))"
-
-
-def ensure_hnsw_index(dims: int, *, concurrently: bool = False) -> None:
-    """Create the HNSW index for `dims` if missing (the migration makes 384; `reembed` others)."""
+    `column` and `query` (a parameter placeholder by default, or a column of another relation);
+    with `prefix`, between their first `prefix` dimensions (the Matryoshka index's expression)."""
     dims = int(dims)
+    if prefix:
+        p = int(prefix)
+        return (
+            f"(subvector({column}::vector({dims}), 1, {p})::vector({p})"
+            f" <=> subvector({query}::vector({dims}), 1, {p})::vector({p}))"
+        )
+    return f"({column}::vector({dims}) <=> {query}::vector({dims}))"
+
+
+def nearest(
+    dims: int,
+    *,
+    columns: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    query: str = "%s",
+    query_params: Sequence[Any] = (),
+    matryoshka: bool = False,
+) -> tuple[str, list[Any]]:
+    """A statement selecting `columns` and the cosine `distance` of the `limit` memories nearest
+    to `query` (its parameters `query_params`) among those matching `where` (`params`), nearest
+    first, through the HNSW index of `dims`; for a Matryoshka model through its prefix index, for
+    MATRYOSHKA_CANDIDATES × `limit` candidates that the full vectors then order."""
+    distance = distance_expr(dims, query=query)
+    select = f"SELECT {columns}, {distance} AS distance FROM memories_memory WHERE {where}"
+    prefix = prefix_dims(dims, matryoshka)
+    if prefix is None:
+        return f"{select} ORDER BY distance LIMIT %s", [*query_params, *params, limit]
+    candidates = f"{select} ORDER BY {distance_expr(dims, query=query, prefix=prefix)} LIMIT %s"
+    return (
+        f"SELECT * FROM ({candidates}) candidates ORDER BY distance LIMIT %s",
+        [*query_params, *params, *query_params, MATRYOSHKA_CANDIDATES * limit, limit],
+    )
+
+
+def ensure_hnsw_index(dims: int, *, matryoshka: bool = False, concurrently: bool = False, using=None) -> None:
+    """Create the HNSW index for `dims` (its prefix for a Matryoshka model) if missing: the
+    migration makes 384; `migrate` and `reembed` make the configured provider's."""
+    dims = int(dims)
+    prefix = prefix_dims(dims, matryoshka)
+    name = index_name(dims, prefix)
     how = "CONCURRENTLY " if concurrently else ""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [index_name(dims)])
+    expression = (
+        f"(subvector(embedding::vector({dims}), 1, {prefix})::vector({prefix}))"
+        if prefix
+        else f"(embedding::vector({dims}))"
+    )
+    with (connections[using] if using else connection).cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
         if cursor.fetchone()[0]:
             return
         cursor.execute(
-            f"CREATE INDEX {how}IF NOT EXISTS {index_name(dims)} ON memories_memory "
-            f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) "
+            f"CREATE INDEX {how}IF NOT EXISTS {name} ON memories_memory "
+            f"USING hnsw ({expression} vector_cosine_ops) "
             f"WITH (m = 16, ef_construction = 64) WHERE embedding_dims = {dims}"
         )
+
+
+def ensure_provider_index(sender=None, using=None, **kwargs) -> None:
+    """`post_migrate` receiver: the configured embedding provider's index exists after `migrate`."""
+    from apps.memories.embeddings import get_provider
+
+    provider = get_provider()
+    ensure_hnsw_index(provider.dimensions, matryoshka=getattr(provider, "matryoshka", False), using=using)
 
 
 def set_search_params(cursor, *, ef_search: int | None = None) -> None:

@@ -26,7 +26,7 @@ from apps.memories.drafts import MemoryDraft, WorkUnitRef
 from apps.memories.kinds import normalize_type
 from apps.memories.models import Memory
 from apps.memories.payloads import payload_text
-from apps.memories.vectors import distance_expr, vector_literal
+from apps.memories.vectors import nearest, vector_literal
 from apps.observer import synthesis
 from apps.observer import text as T
 from apps.observer.gates import Gate
@@ -498,40 +498,39 @@ def _embedding_texts(candidates: list[Candidate]) -> list[str]:
 
 
 def _nearest(
-    project_id: UUID, candidates: list[Candidate], vectors: list[np.ndarray], model_id: str
+    project_id: UUID, candidates: list[Candidate], vectors: list[np.ndarray], model_id: str, matryoshka: bool
 ) -> list[UUID | None]:
     """For each candidate, the stored memory of its type closer than the novelty threshold, if
     any: one statement for all of them (a lateral top-1 per candidate, each through the index)."""
     if not candidates:
         return []
     dims = len(vectors[0])
+    closest, params = nearest(
+        dims,
+        columns="id",
+        where="project_id = %s AND type = c.type AND deprecated = false AND embedding_dims = %s"
+        " AND embedding_model = %s",
+        params=[str(project_id), dims, model_id],
+        limit=1,
+        query="c.vector",
+        matryoshka=matryoshka,
+    )
     with connection.cursor() as cursor:
         # the connection's iterative-scan settings apply (vectors.set_session_search_params)
         cursor.execute(
-            f"""
-            SELECT c.i, m.id, m.similarity
-            FROM unnest(%s::int[], %s::text[], %s::text[]) AS c(i, type, vector)
-            CROSS JOIN LATERAL (
-                SELECT id, 1 - {distance_expr(dims, query="c.vector")} AS similarity
-                FROM memories_memory
-                WHERE project_id = %s AND type = c.type AND deprecated = false
-                  AND embedding_dims = %s AND embedding_model = %s
-                ORDER BY {distance_expr(dims, query="c.vector")} LIMIT 1
-            ) m
-            """,
+            "SELECT c.i, m.id, m.distance FROM unnest(%s::int[], %s::text[], %s::text[]) AS c(i, type, vector)"
+            f" CROSS JOIN LATERAL ({closest}) m",
             [
                 list(range(len(candidates))),
                 [c.memory_type for c in candidates],
                 [vector_literal(v) for v in vectors],
-                str(project_id),
-                dims,
-                model_id,
+                *params,
             ],
         )
         rows = cursor.fetchall()
     near: list[UUID | None] = [None] * len(candidates)
-    for i, memory_id, similarity in rows:
-        if similarity >= NOVELTY_THRESHOLD:
+    for i, memory_id, distance in rows:
+        if 1 - distance >= NOVELTY_THRESHOLD:
             near[i] = memory_id
     return near
 
@@ -587,8 +586,10 @@ def store(
     provider = get_provider()
     vectors = embed_cached(_embedding_texts(fresh), provider)
     kept: list[tuple[Candidate, np.ndarray]] = []
-    nearest = _nearest(project.id, fresh, vectors, provider.model_id)
-    for c, vector, near in zip(fresh, vectors, nearest, strict=True):
+    stored_near = _nearest(
+        project.id, fresh, vectors, provider.model_id, getattr(provider, "matryoshka", False)
+    )
+    for c, vector, near in zip(fresh, vectors, stored_near, strict=True):
         if any(
             float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type for k, v in kept
         ):
