@@ -12,7 +12,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 from django.http.multipartparser import MultiPartParserError
-from ninja import Field, Query, Router
+from ninja import Field, Query, Router, Status
 from pydantic import ValidationError, field_validator
 
 from apps.graph import selectors, services
@@ -116,7 +116,7 @@ def index(request, project_id: UUID):
             details={"expected": ["multipart/form-data", "application/json"]},
         )
     enqueue(index_job_task, job.id)
-    return 202, _job_out(job)
+    return Status(202, _job_out(job))
 
 
 def _archive_job(request, project) -> IndexJob:
