@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-# A raw token: word characters with inner dots, slashes, colons or hyphens between them.
-_RAW = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
+# A raw token: word characters with inner dots, slashes, colons, `::` or hyphens between them.
+_RAW = re.compile(r"[A-Za-z0-9_]+(?:(?:::|[./:\-])[A-Za-z0-9_]+)*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _SPLIT = re.compile(r"[./:\-_]+")
 

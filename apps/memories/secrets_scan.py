@@ -11,12 +11,30 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 
+# An assignment to a credential-named variable: DB_PASSWORD=…, "client_secret": "…",
+# aws_secret_access_key = …; its value is a redaction candidate (see `_is_literal_credential`).
+_CREDENTIAL_NAME = (
+    r"(?<![A-Za-z0-9_])[A-Za-z0-9_]*?(?:password|passwd|pwd|secret|token|api[_-]?key|private[_-]?key)"
+    r"(?:[_-]?(?:access[_-]?)?key)?[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
+)
+# A value ends before whitespace, a quote, `,` or `;`; punctuation ending a sentence stays out.
+_VALUE = (
+    r"(?P<quote>[\"'`]?)(?!\[REDACTED)(?P<value>[^\s\"'`]{4,}?)(?P=quote)"
+    r"(?=[.:!?)\]}>]*(?:\s|$)|[\"'`,;])"
+)
+
 # Patterns detect-secrets does not ship (or ships only in narrower forms).
 EXTRA_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("anthropic_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}")),
     ("openai_key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}")),
-    ("github_token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}\b")),
+    ("github_token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{30,}\b")),
     ("github_pat", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b")),
+    (
+        "gitlab_token",
+        re.compile(
+            r"\b(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-|GR1348941)[\w\-]{20,}"
+        ),
+    ),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
     ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
@@ -30,19 +48,36 @@ EXTRA_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|$)"
         ),
     ),
-    ("url_credentials", re.compile(r"(?<=://)[^\s/:@]+:[^\s/@]+(?=@)")),
+    ("url_credentials", re.compile(r"(?<=://)[^\s/:@]*:[^\s/@]+(?=@)")),
     (
-        "password_assignment",
+        "authorization_token",
         re.compile(
-            r"(?i)(?<![A-Za-z0-9_])(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
-            r"\s*[:=]\s*[\"']?(?!\[REDACTED)(?P<value>[^\s\"',;]{4,})"
+            r"(?i)(?:\bbearer|\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:basic|token))[ \t]+"
+            r"(?!\[REDACTED)(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)"
         ),
     ),
+    ("password_assignment", re.compile(rf"(?i){_CREDENTIAL_NAME}{_VALUE}")),
 )
+_WORD_OR_NAME = re.compile(r"[A-Za-z_\-]+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def _is_literal_credential(value: str, *, quoted: bool) -> bool:
+    """Whether an assigned value looks like a credential rather than code or prose."""
+    if value.startswith(("<", "$", "{", "%")) or not any(c.isalnum() for c in value):
+        return False  # a placeholder or a reference: <password>, ***, ${DB_PASSWORD}, {token}, %(pw)s
+    if quoted:
+        return True
+    # Unquoted: not a call or subscript (`os.getcwd()`, `os.environ[`), a word (`keep`, `None`)
+    # or a name (`user_password`, `settings.API_KEY`).
+    return not (any(c in "([{" for c in value) or _WORD_OR_NAME.fullmatch(value))
+
 
 _SKIP_PLUGINS = {
     # Too noisy on code prose: flags ordinary quoted identifiers and commit SHAs.
     "IPPublicDetector",
+    # Their patterns capture only the prefix (`ghp`, `glpat`); EXTRA_PATTERNS has the whole token.
+    "GitHubTokenDetector",
+    "GitLabTokenDetector",
 }
 
 
@@ -74,8 +109,9 @@ def _detect_secrets_plugins() -> tuple:
 
 
 def _kind_name(plugin) -> str:
+    """`AWSKeyDetector` → `aws_key`, `Base64HighEntropyString` → `base64_high_entropy_string`."""
     name = re.sub(r"(Detector|Plugin)$", "", type(plugin).__name__)
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 # A line can only hold something the plugins find if it has a long token, a secret-ish word
@@ -103,7 +139,8 @@ def _plugin_hits(text: str) -> list[tuple[str, str]]:
                     found = plugin.analyze_line(filename="memory.txt", line=line)
                 except Exception:  # a plugin's bug must not block storing the memory
                     continue
-                values = [s.secret_value for s in found if s.secret_value]
+                # Some patterns take the delimiters around the token (Artifactory's `\s|=|:|"`).
+                values = [s.secret_value.strip(" \t\"'=:") for s in found if s.secret_value]
                 hits.extend((_kind_name(plugin), value) for value in values if len(value) >= 6)
     return hits
 
@@ -123,11 +160,17 @@ def scan(text: str, found: list[tuple[str, str]] | None = None) -> ScanResult:
     for kind, pattern in EXTRA_PATTERNS:
 
         def replace(match: re.Match[str], kind: str = kind, pattern: re.Pattern[str] = pattern) -> str:
+            if "value" not in pattern.groupindex:
+                kinds.append(kind)
+                return f"[REDACTED:{kind}]"
+            # Assignments and Authorization headers: only the value goes, and only a literal
+            # credential (backticks mark code in Markdown, not a string).
+            quoted = match.groupdict().get("quote") in ('"', "'")
+            if not _is_literal_credential(match.group("value"), quoted=quoted):
+                return match.group(0)
             kinds.append(kind)
-            if "value" in pattern.groupindex and match.group("value"):
-                start = match.start("value") - match.start()
-                return match.group(0)[:start] + f"[REDACTED:{kind}]"
-            return f"[REDACTED:{kind}]"
+            start, end = match.start("value") - match.start(), match.end("value") - match.start()
+            return match.group(0)[:start] + f"[REDACTED:{kind}]" + match.group(0)[end:]
 
         text = pattern.sub(replace, text)
     for kind, value in _plugin_hits(text) if found is None else found:

@@ -1,0 +1,185 @@
+"""Embedding gaps: the cache key's three parts, queued embedding, failures, one model per comparison."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.db import transaction
+from django_q.conf import Conf
+from django_q.models import OrmQ
+from django_q.tasks import _sync
+
+from apps.memories import embeddings, services
+from apps.memories.embeddings import HashingEmbeddings, cache_key, embed_cached
+from apps.memories.models import EmbeddingCache, EmbeddingStatus, Memory
+from apps.memories.search import search
+from tests.memories.factories import make_memory
+
+pytestmark = pytest.mark.django_db
+
+
+class CountingEmbeddings(HashingEmbeddings):
+    """The hashing provider under any model id, remembering what it was asked to embed."""
+
+    def __init__(self, dimensions: int = 384, model_id: str | None = None) -> None:
+        super().__init__(dimensions)
+        if model_id is not None:
+            self.model_id = model_id
+        self.asked: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.asked.extend(texts)
+        return super().embed(texts)
+
+
+class BrokenEmbeddings(HashingEmbeddings):
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise RuntimeError("embedding service unavailable")
+
+
+TEXT = "Prices are stored in integer cents"
+
+
+def test_the_same_text_model_and_dims_hit_the_cache():
+    first = CountingEmbeddings(384)
+    embed_cached([TEXT], first)
+    again = CountingEmbeddings(384)
+    embed_cached([TEXT], again)
+    assert first.asked == [TEXT] and again.asked == []
+    assert EmbeddingCache.objects.filter(key=cache_key(TEXT, "hashing-v1-384", 384)).exists()
+
+
+def test_another_model_id_or_dimension_count_misses_the_cache():
+    embed_cached([TEXT], CountingEmbeddings(384))
+    other_model = CountingEmbeddings(384, model_id="openai/text-embedding-3-small")
+    other_dims = CountingEmbeddings(256, model_id="hashing-v1-384")
+    embed_cached([TEXT], other_model)
+    vectors = embed_cached([TEXT], other_dims)
+    assert other_model.asked == [TEXT] and other_dims.asked == [TEXT]
+    assert vectors.shape == (1, 256)
+    stored = set(EmbeddingCache.objects.values_list("model_id", "dims"))
+    assert stored == {
+        ("hashing-v1-384", 384),
+        ("openai/text-embedding-3-small", 384),
+        ("hashing-v1-384", 256),
+    }
+
+
+def test_cache_key_is_sha256_of_text_model_and_dims():
+    import hashlib
+
+    assert cache_key(TEXT, "m", 384) == hashlib.sha256(f"{TEXT}:m:384".encode()).hexdigest()
+    assert len({cache_key(TEXT, "m", 384), cache_key(TEXT, "n", 384), cache_key(TEXT, "m", 256)}) == 3
+
+
+@pytest.fixture
+def queued_embedding(settings, monkeypatch):
+    """EMBEDDING_MODE "async" with django-q2 queueing to its ORM broker instead of running inline."""
+    settings.EMBEDDING_MODE = "async"
+    monkeypatch.setattr(Conf, "SYNC", False)
+    assert Conf.ORM == "default"
+
+
+def _queued_embed_tasks() -> list[OrmQ]:
+    return [q for q in OrmQ.objects.all() if q.task.get("func") == "apps.memories.tasks.embed_memories"]
+
+
+def test_a_queued_memory_is_pending_until_its_task_runs(alice, api_client, queued_embedding, monkeypatch):
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/memories",
+        {"type": "gotcha", "content": "Queued embeddings come later."},
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["embedding_status"] == "pending" and body["embedding_model"] == ""
+    [queued] = _queued_embed_tasks()
+    assert queued.args() == ([body["id"]],) and queued.group() == "memories.embed"
+
+    # Run the queued package through django-q's worker, in this test's transaction (sync mode
+    # keeps the connection a worker would otherwise close).
+    monkeypatch.setattr(Conf, "SYNC", True)
+    _sync(queued.payload)
+
+    memory = Memory.objects.get(id=body["id"])
+    assert memory.embedding_status == EmbeddingStatus.READY
+    assert memory.embedding_model == "hashing-v1-384" and len(memory.embedding) == 384
+
+
+def test_the_embedding_task_is_queued_only_when_the_transaction_commits(alice, queued_embedding):
+    with transaction.atomic():
+        memory = make_memory(alice, content="Inside a larger transaction.")
+        assert _queued_embed_tasks() == []
+    [queued] = _queued_embed_tasks()
+    assert queued.args() == ([str(memory.id)],)
+
+
+def test_a_rolled_back_memory_queues_no_embedding(alice, queued_embedding):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        make_memory(alice, content="Never committed.")
+        raise RuntimeError("abort")
+    assert _queued_embed_tasks() == []
+
+
+def test_a_provider_that_fails_leaves_the_memory_stored_and_failed(alice, api_client, monkeypatch):
+    monkeypatch.setattr(embeddings, "get_provider", BrokenEmbeddings)
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/memories", {"type": "gotcha", "content": "Embedding will fail."}
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["embedding_status"] == "failed"
+    memory = Memory.objects.get(id=response.json()["id"])
+    assert memory.embedding is None and memory.embedding_model == ""
+    assert memory.embedding_error == "embedding service unavailable"
+    assert not EmbeddingCache.objects.exists()
+
+
+def test_a_failed_memory_is_ready_once_the_provider_works_again(alice, monkeypatch):
+    with monkeypatch.context() as patched:
+        patched.setattr(embeddings, "get_provider", BrokenEmbeddings)
+        memory = make_memory(alice, content="Retry me later.")
+    assert Memory.objects.get(id=memory.id).embedding_status == EmbeddingStatus.FAILED
+    assert services.memories_embed([memory.id]) == 1
+    memory.refresh_from_db()
+    assert memory.embedding_status == EmbeddingStatus.READY and memory.embedding_error == ""
+
+
+def test_vectors_of_another_model_are_never_compared(alice):
+    same = make_memory(alice, content="verifyJwt rejects tokens with clock skew.")
+    other = make_memory(alice, content="verifyJwt rejects tokens with clock skew, always.")
+    Memory.objects.filter(id=other.id).update(embedding_model="openai/text-embedding-3-small")
+
+    result = search(principal=alice.principal, project=alice.project, query="verifyJwt clock skew", limit=8)
+
+    assert result.rankings["dense"] == [str(same.id)]
+    assert set(result.rankings["keyword"]) == {str(same.id), str(other.id)}
+    hits = {hit.memory.id: hit for hit in result.hits}
+    assert hits[same.id].components["cosine"] is not None
+    assert hits[other.id].components["cosine"] is None  # found by keyword, never by distance
+
+
+def test_near_duplicates_ignore_vectors_of_another_model(alice):
+    from apps.memories.selectors import find_near_duplicate
+
+    text = "QuerySet.update() does not call save() or send signals"
+    memory = make_memory(alice, content=text)
+    assert find_near_duplicate(project=alice.project, text=text, memory_type="gotcha") == memory
+    Memory.objects.filter(id=memory.id).update(embedding_model="openai/text-embedding-3-small")
+    assert find_near_duplicate(project=alice.project, text=text, memory_type="gotcha") is None
+
+
+def test_a_memory_is_embedded_from_its_context_content_and_payload(alice):
+    memory = make_memory(
+        alice,
+        type="dead_end",
+        content="Raising the skew did not help.",
+        related_files=["auth/tokens.ts"],
+        related_modules=["auth"],
+        payload={"approach_tried": "raise the clock skew", "why_it_failed": "tokens were expired"},
+    )
+    expected = (
+        "Files: auth/tokens.ts | Module: auth | Type: dead_end\n\n"
+        "Raising the skew did not help.\nraise the clock skew tokens were expired"
+    )
+    memory.refresh_from_db()
+    assert EmbeddingCache.objects.filter(key=cache_key(expected, "hashing-v1-384", 384)).exists()
+    assert np.allclose(memory.embedding, HashingEmbeddings(384).embed([expected])[0], atol=1e-6)
