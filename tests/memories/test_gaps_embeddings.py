@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.db import transaction
+from django_q.brokers import get_broker
 from django_q.conf import Conf
 from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 from django_q.tasks import _sync
 
 from apps.memories import embeddings, services
@@ -74,14 +76,25 @@ def test_cache_key_is_sha256_of_text_model_and_dims():
 
 @pytest.fixture
 def queued_embedding(settings, monkeypatch):
-    """EMBEDDING_MODE "async" with django-q2 queueing to its ORM broker instead of running inline."""
+    """EMBEDDING_MODE "async" with django-q2 queueing to its configured broker (Redis where
+    REDIS_URL is set, as in CI; the ORM otherwise) instead of running inline."""
     settings.EMBEDDING_MODE = "async"
     monkeypatch.setattr(Conf, "SYNC", False)
-    assert Conf.ORM == "default"
+    broker = get_broker()
+    broker.purge_queue()  # a Redis list outlives the test's transaction
+    yield
+    broker.purge_queue()
 
 
-def _queued_embed_tasks() -> list[OrmQ]:
-    return [q for q in OrmQ.objects.all() if q.task.get("func") == "apps.memories.tasks.embed_memories"]
+def _queued_embed_tasks() -> list[dict]:
+    """The embedding tasks waiting in the broker, read without taking them off the queue."""
+    broker = get_broker()
+    if Conf.ORM:
+        packages = [q.payload for q in OrmQ.objects.all()]
+    else:
+        packages = broker.connection.lrange(broker.list_key, 0, -1)
+    tasks = [SignedPackage.loads(package) for package in packages]
+    return [task for task in tasks if task.get("func") == "apps.memories.tasks.embed_memories"]
 
 
 def test_a_queued_memory_is_pending_until_its_task_runs(alice, api_client, queued_embedding, monkeypatch):
@@ -93,12 +106,12 @@ def test_a_queued_memory_is_pending_until_its_task_runs(alice, api_client, queue
     body = response.json()
     assert body["embedding_status"] == "pending" and body["embedding_model"] == ""
     [queued] = _queued_embed_tasks()
-    assert queued.args() == ([body["id"]],) and queued.group() == "memories.embed"
+    assert queued["args"] == ([body["id"]],) and queued["group"] == "memories.embed"
 
     # Run the queued package through django-q's worker, in this test's transaction (sync mode
     # keeps the connection a worker would otherwise close).
     monkeypatch.setattr(Conf, "SYNC", True)
-    _sync(queued.payload)
+    _sync(SignedPackage.dumps(queued))
 
     memory = Memory.objects.get(id=body["id"])
     assert memory.embedding_status == EmbeddingStatus.READY
@@ -110,7 +123,7 @@ def test_the_embedding_task_is_queued_only_when_the_transaction_commits(alice, q
         memory = make_memory(alice, content="Inside a larger transaction.")
         assert _queued_embed_tasks() == []
     [queued] = _queued_embed_tasks()
-    assert queued.args() == ([str(memory.id)],)
+    assert queued["args"] == ([str(memory.id)],)
 
 
 def test_a_rolled_back_memory_queues_no_embedding(alice, queued_embedding):
