@@ -620,12 +620,13 @@ def search(
         if not use_hyde:
             hyde_outcome = hyde.Outcome("disabled")
         else:
-            scores = [float(components[i]["score"] or 0.0) for i in ordered[:limit]]
+            # (the top 3 however few were asked for: a search for one result is no less sure)
+            scores = [float(components[i]["score"] or 0.0) for i in ordered[: max(limit, hyde.MIN_CONFIDENT)]]
             hyde_outcome = hyde.hypothetical(query, kind, scores)
             if hyde_outcome.text:
+                first_pass = round((clock.mark - clock.start) * 1000, 3)
                 combined = hyde.combine(vector, embed_query(hyde_outcome.text, provider))
                 clock.lap("hyde")  # the chat call and the hypothetical's embedding
-                first_pass = round(sum(ms for stage, ms in clock.timings.items() if stage != "hyde"), 3)
                 second = search(
                     principal=principal, project=project, query=query, files=files, phase=phase,
                     limit=limit, query_kind=kind, types=types, rerank=rerank, include_stale=include_stale,

@@ -17,11 +17,10 @@ _CREDENTIAL_NAME = (
     r"(?<![A-Za-z0-9_])[A-Za-z0-9_]*?(?:password|passwd|pwd|secret|token|api[_-]?key|private[_-]?key)"
     r"(?:[_-]?(?:access[_-]?)?key)?[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
 )
-# A value ends before whitespace, a quote, `,` or `;`; punctuation ending a sentence stays out.
-_VALUE = (
-    r"(?P<quote>[\"'`]?)(?!\[REDACTED)(?P<value>[^\s\"'`]{4,}?)(?P=quote)"
-    r"(?=[.:!?)\]}>]*(?:\s|$)|[\"'`,;])"
-)
+# A value runs to whitespace or a quote (greedy: a lazy value before a lookahead was quadratic
+# on runs of punctuation); `replace` keeps an unquoted value's trailing punctuation out of it.
+_VALUE = r"(?P<quote>[\"'`]?)(?!\[REDACTED)(?P<value>[^\s\"'`]{4,})(?P=quote)"
+_TRAILING = ".,;:!?)]}>"
 
 # Patterns detect-secrets does not ship (or ships only in narrower forms).
 EXTRA_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -58,7 +57,9 @@ EXTRA_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("password_assignment", re.compile(rf"(?i){_CREDENTIAL_NAME}{_VALUE}")),
 )
-_WORD_OR_NAME = re.compile(r"[A-Za-z_\-]+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+# A word (`keep`, `None`, `user_password`) or a dotted name without digits (`settings.API_KEY`,
+# `request.user.auth_token`; `s3cr3t.P4ss` is no name).
+_WORD_OR_NAME = re.compile(r"[A-Za-z_\-]+|[A-Za-z_]+(?:\.[A-Za-z_]+)+")
 
 
 def _is_literal_credential(value: str, *, quoted: bool) -> bool:
@@ -164,13 +165,16 @@ def scan(text: str, found: list[tuple[str, str]] | None = None) -> ScanResult:
                 kinds.append(kind)
                 return f"[REDACTED:{kind}]"
             # Assignments and Authorization headers: only the value goes, and only a literal
-            # credential (backticks mark code in Markdown, not a string).
+            # credential (backticks mark code in Markdown, not a string); an unquoted value's
+            # trailing punctuation ends a sentence or a list, not the secret.
             quoted = match.groupdict().get("quote") in ('"', "'")
-            if not _is_literal_credential(match.group("value"), quoted=quoted):
+            value = match.group("value") if quoted else match.group("value").rstrip(_TRAILING)
+            if len(value) < 4 or not _is_literal_credential(value, quoted=quoted):
                 return match.group(0)
             kinds.append(kind)
-            start, end = match.start("value") - match.start(), match.end("value") - match.start()
-            return match.group(0)[:start] + f"[REDACTED:{kind}]" + match.group(0)[end:]
+            start = match.start("value") - match.start()
+            whole = match.group(0)
+            return whole[:start] + f"[REDACTED:{kind}]" + whole[start + len(value) :]
 
         text = pattern.sub(replace, text)
     for kind, value in _plugin_hits(text) if found is None else found:

@@ -19,6 +19,7 @@ from uuid import UUID
 import numpy as np
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
+from django.core.exceptions import FieldDoesNotExist
 from django.db import connection, models, transaction
 from django.db.models import F
 from django.db.models.expressions import RawSQL
@@ -86,15 +87,45 @@ def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]]) -> An
 
 
 def _redacted_fields(
-    fields: dict[str, Any], found: list[tuple[str, str]] | None = None
+    fields: dict[str, Any], found: list[tuple[str, str]] | None = None, *, model: type[models.Model] = Memory
 ) -> tuple[dict[str, Any], list[str]]:
-    """`found`: the detect-secrets hits over these fields (and maybe others), computed once for
-    a whole batch; computed here when not given."""
+    """The fields with their secrets redacted, each cut to its column in `model` if the marker
+    made it longer than the column holds, and the kinds found. `found`: the detect-secrets hits
+    over these fields (and maybe others), computed once for a whole batch; computed here when
+    not given."""
     kinds: set[str] = set()
     if found is None:
         found = secrets_scan.plugin_findings(list(_strings(list(fields.values()))))
-    clean = {name: _scan_value(value, kinds, found) for name, value in fields.items()}
+    clean = {}
+    for name, value in fields.items():
+        value = _scan_value(value, kinds, found)
+        limit = _column_length(model, name)
+        clean[name] = _fit(value, limit) if limit else value
     return clean, sorted(kinds)
+
+
+# Draft keys that are not a column of the memory itself: the column their values go to.
+_COLUMN_OF = {"relation_paths": (MemoryRelation, "target_file_path")}
+
+
+def _column_length(model: type[models.Model], name: str) -> int | None:
+    """The longest string the column `name` (or each entry of that array column) holds."""
+    model, name = _COLUMN_OF.get(name, (model, name))
+    try:
+        field = model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return None
+    return getattr(getattr(field, "base_field", field), "max_length", None)
+
+
+def _fit(value: Any, limit: int) -> Any:
+    """A redacted value cut to its column: `[REDACTED:<kind>]` can be longer than what it
+    replaced. Values without a marker are left for validation to judge."""
+    if isinstance(value, str) and len(value) > limit and "[REDACTED:" in value:
+        return value[: limit - 1] + "…"
+    if isinstance(value, list):
+        return [_fit(v, limit) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------- index, stats, embeddings
@@ -317,7 +348,7 @@ def _create_relations(
     wanted = {r.target_memory_id for _, rels in pairs for r in rels if r.target_memory_id}
     # Only what the actor may read: linking must not reveal that someone else's memory exists.
     # The system (background jobs) acts for the whole organization.
-    candidates = Memory.objects.all() if actor is SYSTEM else Memory.objects.visible_to(actor)
+    candidates = Memory.objects.all() if actor == SYSTEM else Memory.objects.visible_to(actor)
     known = set(
         candidates.filter(organization_id=project.organization_id, id__in=wanted).values_list("id", flat=True)
     )
@@ -611,7 +642,7 @@ def memory_feedback(
     """
     kind = FeedbackKind(kind).value
     memory = _locked(memory)
-    clean, _ = _redacted_fields({"note": note, "session_id": session_id})
+    clean, _ = _redacted_fields({"note": note, "session_id": session_id}, model=MemoryFeedback)
     MemoryFeedback.objects.create(
         organization_id=memory.organization_id,
         memory=memory,

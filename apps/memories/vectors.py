@@ -101,9 +101,12 @@ def ensure_hnsw_index(dims: int, *, matryoshka: bool = False, concurrently: bool
         else f"(embedding::vector({dims}))"
     )
     with (connections[using] if using else connection).cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
-        if cursor.fetchone()[0]:
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
+        existing = cursor.fetchone()
+        if existing and existing[0]:
             return
+        if existing:  # an interrupted concurrent build leaves an invalid index behind
+            cursor.execute(f"DROP INDEX {how}IF EXISTS {name}")
         cursor.execute(
             f"CREATE INDEX {how}IF NOT EXISTS {name} ON memories_memory "
             f"USING hnsw ({expression} vector_cosine_ops) "
@@ -111,12 +114,30 @@ def ensure_hnsw_index(dims: int, *, matryoshka: bool = False, concurrently: bool
         )
 
 
-def ensure_provider_index(sender=None, using=None, **kwargs) -> None:
-    """`post_migrate` receiver: the configured embedding provider's index exists after `migrate`."""
-    from apps.memories.embeddings import get_provider
+def ensure_provider_index(sender=None, using: str = "default", apps=None, **kwargs) -> None:
+    """`post_migrate` receiver: the configured embedding provider's index exists after `migrate`
+    (on a PostgreSQL database that has the memories table: not after `migrate memories zero`,
+    nor on a database the router keeps memories out of). Built CONCURRENTLY outside a
+    transaction, so a populated table keeps taking writes while it builds."""
+    from django.db import router
 
+    from apps.memories.embeddings import get_provider
+    from apps.memories.models import Memory
+
+    database = connections[using]
+    if database.vendor != "postgresql" or not router.allow_migrate_model(using, Memory):
+        return
+    with database.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [Memory._meta.db_table])
+        if not cursor.fetchone()[0]:
+            return
     provider = get_provider()
-    ensure_hnsw_index(provider.dimensions, matryoshka=getattr(provider, "matryoshka", False), using=using)
+    ensure_hnsw_index(
+        provider.dimensions,
+        matryoshka=getattr(provider, "matryoshka", False),
+        concurrently=not database.in_atomic_block,
+        using=using,
+    )
 
 
 def set_search_params(cursor, *, ef_search: int | None = None) -> None:

@@ -88,6 +88,7 @@ def test_eval_reports_a_codebase_it_cannot_find_and_goes_on(tmp_path, alice):
 
     message = _index_codebase(alice.project, "no_such_package_here==1.0", None)
     assert "no_such_package_here is not installed" in message
+    assert "is not installed" in _index_codebase(alice.project, "no_such_parent.child==1.0", None)
     assert "no graph is indexed" in message
     assert _index_codebase(alice.project, "evalpkg==1.0", None, str(tmp_path)).startswith("no evalpkg/ under")
     assert not file_paths(project=alice.project)

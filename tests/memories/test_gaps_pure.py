@@ -94,6 +94,10 @@ def test_the_plugins_see_aws_keys_and_private_key_headers_too():
         ("REDIS_URL=redis://:p4ssw0rdXYZ@cache:6379/0", "p4ssw0rdXYZ"),
         ("curl -H 'Authorization: Bearer zq8Xk2pL9mN4vR7tYw3' https://api.internal/v1", "zq8Xk2pL9mN4vR7tYw3"),
         ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"),
+        ("password=abcd,efgh1234", "efgh1234"),  # a word-like head does not save the rest
+        ("password=Ab12,efgh99 for staging", "efgh99"),
+        ("token=abcd.efgh1234", "abcd.efgh1234"),  # dotted, but no name: it has digits
+        ("password=s3cr3t.P4ss", "s3cr3t.P4ss"),
     ],
 )  # fmt: skip
 def test_common_credential_forms_are_redacted(text, secret):

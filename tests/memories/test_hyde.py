@@ -111,6 +111,15 @@ def test_a_confident_search_keeps_its_results_without_a_call(alice, memories, fa
     assert _chat_requests(fake_openai) == []
 
 
+def test_a_search_for_one_result_is_judged_by_the_top_three(alice, memories, fake_openai, monkeypatch):
+    fake_openai.answer = PAGER
+    monkeypatch.setattr(hyde, "MIN_SCORE", -1.0)  # every result counts as sure
+    assert search(principal=alice.principal, project=alice.project, query=QUESTION, limit=1).hyde[
+        "status"
+    ] == ("confident")
+    assert _chat_requests(fake_openai) == []
+
+
 def test_context_injection_never_calls_the_llm(alice, memories, fake_openai, api_client):
     fake_openai.answer = PAGER
     response = api_client(alice.key).post(

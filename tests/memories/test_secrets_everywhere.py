@@ -174,3 +174,24 @@ def test_a_tag_longer_than_its_column_is_a_clear_422(alice, api_client):
     assert response.status_code == 422
     assert "at most 100 characters" in response.content.decode()
     assert not Memory.objects.filter(project=alice.project).exists()
+
+
+def test_a_redaction_longer_than_its_column_is_cut_to_fit(alice, api_client):
+    """`[REDACTED:password_assignment]` is longer than `api_key=Zx9Kq2Lm`; the 40-character
+    methodology column must still take it (it was a 500)."""
+    client = api_client(alice.key)
+    body = {
+        "type": "gotcha",
+        "content": "x",
+        "methodology": "my_api_key=Zx9Kq2Lm",
+        "session_id": "s " + "pwd=ab12cd " * 9,
+    }
+    response = client.post(f"projects/{alice.project.id}/memories", body)
+    assert response.status_code == 201, response.content
+    memory = Memory.objects.get(id=response.json()["id"])
+    assert len(memory.methodology) <= 40 and memory.methodology.startswith("my_api_key=[REDACTED:")
+    assert len(memory.session_id) <= 100 and "ab12cd" not in memory.session_id
+    patched = client.patch(f"memories/{memory.id}", {"methodology": "x api_key=Qw3Er5Ty7"})
+    assert patched.status_code == 200, patched.content
+    memory.refresh_from_db()
+    assert "Qw3Er5Ty7" not in memory.methodology and len(memory.methodology) <= 40

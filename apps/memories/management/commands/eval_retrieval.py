@@ -71,7 +71,10 @@ def _index_codebase(project: Project, codebase: str, out, source: str | None = N
             return f"no {package}/ under {root}: no graph is indexed"
         version = "from --source"
     else:
-        spec = importlib.util.find_spec(package)
+        try:
+            spec = importlib.util.find_spec(package)
+        except ModuleNotFoundError:  # a dotted name whose parent package is missing
+            spec = None
         if spec is None or not spec.origin:
             return f"{package} is not installed (pass --source): no graph is indexed"
         root = Path(spec.origin).parent.parent
