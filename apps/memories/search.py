@@ -610,17 +610,13 @@ def search(
     ordered.sort(key=lambda i: (-float(components[i]["score"] or 0.0), i))
     clock.lap("weigh")
 
-    reranker = "none"
-    if rerank and ordered:
-        ordered, reranker = _rerank(query, ordered, components, files=graph_files, limit=limit)
-    clock.lap("rerank")
-
     hyde_outcome = hyde.Outcome("not_run")
     if vector is not None and query_vector is None:
         if not use_hyde:
             hyde_outcome = hyde.Outcome("disabled")
         else:
-            # (the top 3 however few were asked for: a search for one result is no less sure)
+            # Judged on the stage-3 scores, before a rerank the second pass would repeat (the
+            # top 3 however few were asked for: a search for one result is no less sure).
             scores = [float(components[i]["score"] or 0.0) for i in ordered[: max(limit, hyde.MIN_CONFIDENT)]]
             hyde_outcome = hyde.hypothetical(query, kind, scores)
             if hyde_outcome.text:
@@ -639,6 +635,11 @@ def search(
                 second.hyde = hyde_outcome.as_dict()
                 return second
             clock.lap("hyde")
+
+    reranker = "none"
+    if rerank and ordered:
+        ordered, reranker = _rerank(query, ordered, components, files=graph_files, limit=limit)
+    clock.lap("rerank")
 
     final = ordered[:limit]
     memories = _results(final)

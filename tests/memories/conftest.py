@@ -109,3 +109,43 @@ def fake_openai(settings):
     server.shutdown()
     server.server_close()
     hyde.reset()
+
+
+class _FakeCohere(BaseHTTPRequestHandler):
+    requests: list[dict] = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _FakeCohere.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        # Relevance: documents mentioning "paginator" first, in reverse order of arrival.
+        order = sorted(
+            range(len(body["documents"])), key=lambda i: ("paginator" not in body["documents"][i], -i)
+        )
+        results = [
+            {"index": i, "relevance_score": 1.0 - n / 10} for n, i in enumerate(order[: body["top_n"]])
+        ]
+        payload = json.dumps(
+            {"id": "rr-1", "results": results, "meta": {"billed_units": {"search_units": 1}}}
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_cohere(settings):
+    """A fake Cohere Rerank server on 127.0.0.1 with COHERE_API_KEY and COHERE_BASE_URL set."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeCohere)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.COHERE_API_KEY = "test-cohere-key"
+    settings.COHERE_BASE_URL = f"http://127.0.0.1:{server.server_port}"
+    _FakeCohere.requests = []
+    yield _FakeCohere
+    server.shutdown()
+    server.server_close()

@@ -120,6 +120,13 @@ def test_a_search_for_one_result_is_judged_by_the_top_three(alice, memories, fak
     assert _chat_requests(fake_openai) == []
 
 
+def test_an_unsure_search_is_reranked_once_after_hyde(alice, memories, fake_openai, fake_cohere):
+    fake_openai.answer = PAGER
+    result = _search(alice, QUESTION)
+    assert result.hyde["status"] == "ran" and result.reranker == "cohere"
+    assert len(fake_cohere.requests) == 1  # the first pass stops before its rerank
+
+
 def test_context_injection_never_calls_the_llm(alice, memories, fake_openai, api_client):
     fake_openai.answer = PAGER
     response = api_client(alice.key).post(

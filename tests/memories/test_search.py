@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -256,45 +252,6 @@ def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client
     jwt = Memory.objects.get(id=corpus["jwt"].id)
     assert jwt.access_count == 5 and jwt.confidence == pytest.approx(0.85)
     assert client.post(url, {"phase": "implement"}).status_code == 422
-
-
-class _FakeCohere(BaseHTTPRequestHandler):
-    requests: list[dict] = []
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _FakeCohere.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-        # Relevance: documents mentioning "paginator" first, in reverse order of arrival.
-        order = sorted(
-            range(len(body["documents"])), key=lambda i: ("paginator" not in body["documents"][i], -i)
-        )
-        results = [
-            {"index": i, "relevance_score": 1.0 - n / 10} for n, i in enumerate(order[: body["top_n"]])
-        ]
-        payload = json.dumps(
-            {"id": "rr-1", "results": results, "meta": {"billed_units": {"search_units": 1}}}
-        )
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload.encode())
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def fake_cohere(settings):
-    server = HTTPServer(("127.0.0.1", 0), _FakeCohere)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings.COHERE_API_KEY = "test-cohere-key"
-    settings.COHERE_BASE_URL = f"http://127.0.0.1:{server.server_port}"
-    _FakeCohere.requests = []
-    yield _FakeCohere
-    server.shutdown()
-    server.server_close()
 
 
 def test_cohere_rerank_through_the_real_sdk(alice, corpus, fake_cohere):
