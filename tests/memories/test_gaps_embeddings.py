@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django_q.brokers import get_broker
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -160,6 +160,10 @@ def test_vectors_of_another_model_are_never_compared(alice):
     same = make_memory(alice, content="verifyJwt rejects tokens with clock skew.")
     other = make_memory(alice, content="verifyJwt rejects tokens with clock skew, always.")
     Memory.objects.filter(id=other.id).update(embedding_model="openai/text-embedding-3-small")
+    with connection.cursor() as cursor:
+        # Plan on this table's real size (as autovacuum would in production): this test is about
+        # the model filter, not about the ANN index (full of rolled-back rows from earlier tests).
+        cursor.execute("ANALYZE memories_memory")
 
     result = search(principal=alice.principal, project=alice.project, query="verifyJwt clock skew", limit=8)
 
