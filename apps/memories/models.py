@@ -260,6 +260,13 @@ class Memory(models.Model):
         return self.usage.last_accessed_at
 
 
+# A memories_memory row's last use as SQL, for statements over that table (search paths, the
+# daily job): a subquery on its usage row, NULL when it has none yet.
+LAST_ACCESSED_SQL = (
+    "(SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id)"
+)
+
+
 class MemoryUsage(models.Model):
     """A memory's usage bookkeeping, apart from the memory row: every /context call updates it
     for each memory injected. On the memory row (~2.8 KB with its vector inline) such an update

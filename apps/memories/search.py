@@ -49,7 +49,7 @@ from apps.memories.keyword import (
     weighted_tf,
 )
 from apps.memories.kinds import universal_phase
-from apps.memories.models import Memory, MemoryRelation, MemoryUsage
+from apps.memories.models import LAST_ACCESSED_SQL, Memory, MemoryRelation, MemoryUsage
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
 from apps.memories.selectors import memories_visible
@@ -169,9 +169,6 @@ class _Clock:
 # per path cost ~0.8 ms of Python each (the keyword one ~1.7), held under the GIL while the
 # paths run at once.
 # The decay clock lives in the memory's usage row: a subquery per row a statement returns.
-_LAST_ACCESSED = (
-    "(SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id)"
-)
 
 
 def _weight_field(name: str):
@@ -180,7 +177,7 @@ def _weight_field(name: str):
 
 
 _ROW_COLUMNS = ", ".join(
-    _LAST_ACCESSED if name == "last_accessed_at" else _weight_field(name).column for name in _WEIGHT_FIELDS
+    LAST_ACCESSED_SQL if name == "last_accessed_at" else _weight_field(name).column for name in _WEIGHT_FIELDS
 )
 
 
@@ -530,7 +527,7 @@ def search(
             vector,
             model_id=provider.model_id,
             limit=max(DENSE_TOP, 2 * limit),
-            matryoshka=getattr(provider, "matryoshka", False),
+            matryoshka=provider.matryoshka,
         )
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(

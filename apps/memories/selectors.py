@@ -82,7 +82,7 @@ def find_near_duplicate(
         params=[str(project.id), memory_type, dims, provider.model_id],
         limit=1,
         query_params=[vector_literal(embed_query(query, provider))],
-        matryoshka=getattr(provider, "matryoshka", False),
+        matryoshka=provider.matryoshka,
     )
     with transaction.atomic(), connection.cursor() as cursor:
         set_search_params(cursor)

@@ -31,6 +31,7 @@ from apps.memories.drafts import MemoryDraft, RelationDraft, short_citation
 from apps.memories.keyword import index_memory
 from apps.memories.kinds import default_half_life
 from apps.memories.models import (
+    LAST_ACCESSED_SQL,
     EmbeddingStatus,
     FeedbackKind,
     Memory,
@@ -818,15 +819,13 @@ def memories_decay_and_prune(*, now=None) -> dict[str, int]:
     with transaction.atomic(), connection.cursor() as cursor:
         # each deprecation is a new version, kept in the history as `_snapshot` keeps the others
         cursor.execute(
-            """
+            f"""
             WITH deprecated AS (
                 UPDATE memories_memory
                 SET deprecated = true, deprecated_at = %s, version = version + 1, updated_at = %s
                 WHERE deprecated = false AND pinned = false AND decay_half_life_days IS NOT NULL
-                  AND coalesce(
-                        (SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id),
-                        created_at
-                      ) < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
+                  AND coalesce({LAST_ACCESSED_SQL}, created_at)
+                      < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
                 RETURNING id, version, type, content, confidence, tags, related_files
             )
             INSERT INTO memories_memoryversion

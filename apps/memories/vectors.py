@@ -47,18 +47,20 @@ def index_name(dims: int, prefix: int | None = None) -> str:
     return f"memory_embedding_hnsw_{int(dims)}" + (f"_p{int(prefix)}" if prefix else "")
 
 
+def indexed_expr(dims: int, value: str = "embedding", prefix: int | None = None) -> str:
+    """`value` as the HNSW index for `dims` holds it: cast to its dimensions, or with `prefix`
+    only its first `prefix` of them (the Matryoshka index)."""
+    dims = int(dims)
+    if prefix:
+        return f"subvector({value}::vector({dims}), 1, {int(prefix)})::vector({int(prefix)})"
+    return f"{value}::vector({dims})"
+
+
 def distance_expr(dims: int, column: str = "embedding", query: str = "%s", prefix: int | None = None) -> str:
     """The ordering expression the HNSW index for `dims` answers (cosine distance) between
     `column` and `query` (a parameter placeholder by default, or a column of another relation);
     with `prefix`, between their first `prefix` dimensions (the Matryoshka index's expression)."""
-    dims = int(dims)
-    if prefix:
-        p = int(prefix)
-        return (
-            f"(subvector({column}::vector({dims}), 1, {p})::vector({p})"
-            f" <=> subvector({query}::vector({dims}), 1, {p})::vector({p}))"
-        )
-    return f"({column}::vector({dims}) <=> {query}::vector({dims}))"
+    return f"({indexed_expr(dims, column, prefix)} <=> {indexed_expr(dims, query, prefix)})"
 
 
 def nearest(
@@ -95,11 +97,6 @@ def ensure_hnsw_index(dims: int, *, matryoshka: bool = False, concurrently: bool
     prefix = prefix_dims(dims, matryoshka)
     name = index_name(dims, prefix)
     how = "CONCURRENTLY " if concurrently else ""
-    expression = (
-        f"(subvector(embedding::vector({dims}), 1, {prefix})::vector({prefix}))"
-        if prefix
-        else f"(embedding::vector({dims}))"
-    )
     with (connections[using] if using else connection).cursor() as cursor:
         cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
         existing = cursor.fetchone()
@@ -109,7 +106,7 @@ def ensure_hnsw_index(dims: int, *, matryoshka: bool = False, concurrently: bool
             cursor.execute(f"DROP INDEX {how}IF EXISTS {name}")
         cursor.execute(
             f"CREATE INDEX {how}IF NOT EXISTS {name} ON memories_memory "
-            f"USING hnsw ({expression} vector_cosine_ops) "
+            f"USING hnsw (({indexed_expr(dims, prefix=prefix)}) vector_cosine_ops) "
             f"WITH (m = 16, ef_construction = 64) WHERE embedding_dims = {dims}"
         )
 
@@ -134,7 +131,7 @@ def ensure_provider_index(sender=None, using: str = "default", apps=None, **kwar
     provider = get_provider()
     ensure_hnsw_index(
         provider.dimensions,
-        matryoshka=getattr(provider, "matryoshka", False),
+        matryoshka=provider.matryoshka,
         concurrently=not database.in_atomic_block,
         using=using,
     )

@@ -586,9 +586,7 @@ def store(
     provider = get_provider()
     vectors = embed_cached(_embedding_texts(fresh), provider)
     kept: list[tuple[Candidate, np.ndarray]] = []
-    stored_near = _nearest(
-        project.id, fresh, vectors, provider.model_id, getattr(provider, "matryoshka", False)
-    )
+    stored_near = _nearest(project.id, fresh, vectors, provider.model_id, provider.matryoshka)
     for c, vector, near in zip(fresh, vectors, stored_near, strict=True):
         if any(
             float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type for k, v in kept

@@ -31,7 +31,7 @@ class Command(BaseCommand):
     def handle(self, *args, all: bool, project: str | None, batch_size: int, **options):
         provider = get_provider()
         started = time.perf_counter()
-        ensure_hnsw_index(provider.dimensions, matryoshka=getattr(provider, "matryoshka", False))
+        ensure_hnsw_index(provider.dimensions, matryoshka=provider.matryoshka)
         qs = Memory.objects.all()
         if project:
             qs = qs.filter(project_id=project)
