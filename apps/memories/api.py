@@ -272,6 +272,7 @@ class ScoreParts(OutputSchema):
     confidence: float
     dispute: float
     score: float
+    late_interaction: float | None  # token-level MaxSim (local rerank with the local model)
     rerank: float | None
 
 

@@ -28,6 +28,8 @@ from django.db.models import BinaryField, F, Func
 from django.utils import timezone
 from pgvector import Vector
 
+from apps.memories import late
+
 logger = logging.getLogger(__name__)
 
 
@@ -35,6 +37,7 @@ class EmbeddingProvider(Protocol):
     model_id: str
     dimensions: int
     matryoshka: bool  # trained so that the leading dimensions alone carry most of the meaning
+    late_interaction: bool  # offers token embeddings (`embed_with_tokens`) for the MaxSim rerank
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
@@ -66,6 +69,7 @@ class LocalMiniLM:
     model_id = "sentence-transformers/all-MiniLM-L6-v2"
     dimensions = 384
     matryoshka = False
+    late_interaction = True
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -77,12 +81,37 @@ class LocalMiniLM:
             )
         return np.asarray(vectors, dtype=np.float32)
 
+    def embed_with_tokens(
+        self, texts: list[str], *, query: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Vectors and, from the same forward pass, each text's L2-normalised token embeddings
+        (late.py): a memory's without [CLS]/[SEP], a query's only its word pieces with a letter or
+        digit."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32), []
+        model = _sentence_transformer()
+        with _MODEL_LOCK:
+            outputs = model.encode(list(texts), batch_size=32, output_value=None, show_progress_bar=False)
+        vectors, tokens = [], []
+        for output in outputs:
+            length = int(output["attention_mask"].sum())  # a batch pads to its longest text
+            pieces = model.tokenizer.convert_ids_to_tokens(output["input_ids"][:length].tolist())
+            keep = (
+                late.content_positions(pieces)
+                if query
+                else [i for i, piece in enumerate(pieces) if piece not in ("[CLS]", "[SEP]")]
+            )
+            vectors.append(output["sentence_embedding"].float().numpy())
+            tokens.append(late.normalise_rows(output["token_embeddings"][keep].float().numpy()))
+        return _normalise(np.stack(vectors)), tokens
+
     def tokenizer(self):
         return _sentence_transformer().tokenizer
 
 
 class OpenAIEmbeddings:
     base_model = "text-embedding-3-small"
+    late_interaction = False
     matryoshka = True  # the text-embedding-3 models are Matryoshka-trained (shortened by `dimensions`)
 
     def __init__(self, dimensions: int) -> None:
@@ -108,6 +137,7 @@ class HashingEmbeddings:
     """Signed feature hashing of words and word pairs: no model, deterministic, weak semantics."""
 
     matryoshka = False
+    late_interaction = False
 
     def __init__(self, dimensions: int = 384) -> None:
         self.dimensions = dimensions
@@ -152,63 +182,103 @@ def cache_key(text: str, model_id: str, dims: int) -> str:
 
 def embed_cached(texts: list[str], provider: EmbeddingProvider | None = None) -> np.ndarray:
     """Vectors for `texts`, from the cache where present; new vectors are cached for a TTL."""
+    return _embed_cached(texts, provider or get_provider(), with_tokens=False)[0]
+
+
+def embed_cached_with_tokens(
+    texts: list[str], provider: EmbeddingProvider | None = None
+) -> tuple[np.ndarray, list[bytes | None]]:
+    """Vectors and, where the provider offers them, packed token embeddings (late.pack; None
+    otherwise). A cached vector without tokens counts as missing for a provider that has them."""
+    return _embed_cached(texts, provider or get_provider(), with_tokens=True)
+
+
+def _embed_cached(
+    texts: list[str], provider: EmbeddingProvider, *, with_tokens: bool
+) -> tuple[np.ndarray, list[bytes | None]]:
     from apps.memories.models import EmbeddingCache
 
-    provider = provider or get_provider()
     if not texts:
-        return np.zeros((0, provider.dimensions), dtype=np.float32)
+        return np.zeros((0, provider.dimensions), dtype=np.float32), []
+    with_tokens = with_tokens and provider.late_interaction
     keys = [cache_key(t, provider.model_id, provider.dimensions) for t in texts]
     now = timezone.now()
     # pgvector's binary form: parsing the text form costs more than the query (~0.15 ms a vector)
     binary = Func(F("vector"), function="vector_send", output_field=BinaryField())
-    found = {
-        key: Vector.from_binary(bytes(data)).to_numpy()
-        for key, data in EmbeddingCache.objects.filter(key__in=set(keys), expires_at__gt=now).values_list(
-            "key", binary
-        )
+    entries = EmbeddingCache.objects.filter(key__in=set(keys), expires_at__gt=now)
+    if with_tokens:
+        entries = entries.exclude(tokens=None)
+    found: dict[str, tuple[np.ndarray, bytes | None]] = {
+        key: (Vector.from_binary(bytes(data)).to_numpy(), bytes(tokens) if with_tokens else None)
+        for key, data, tokens in entries.values_list("key", binary, "tokens" if with_tokens else "key")
     }
-    missing = [i for i, key in enumerate(keys) if key not in found]
+    missing = list(dict.fromkeys(key for key in keys if key not in found))
     if missing:
-        fresh = provider.embed([texts[i] for i in missing])
+        text_of = dict(zip(keys, texts, strict=True))
+        fresh_texts = [text_of[key] for key in missing]
+        if with_tokens:
+            vectors, token_rows = provider.embed_with_tokens(fresh_texts)
+            packed: list[bytes | None] = [late.pack(rows) for rows in token_rows]
+        else:
+            vectors, packed = provider.embed(fresh_texts), [None] * len(missing)
         expires = now + timedelta(days=settings.EMBEDDING_CACHE_TTL_DAYS)
-        rows = {}
-        for i, vector in zip(missing, fresh, strict=True):
-            found[keys[i]] = vector
-            rows[keys[i]] = EmbeddingCache(
-                key=keys[i],
-                model_id=provider.model_id,
-                dims=provider.dimensions,
-                vector=vector,
-                expires_at=expires,
+        rows = []
+        for key, vector, tokens in zip(missing, vectors, packed, strict=True):
+            found[key] = (vector, tokens)
+            rows.append(
+                EmbeddingCache(
+                    key=key,
+                    model_id=provider.model_id,
+                    dims=provider.dimensions,
+                    vector=vector,
+                    tokens=tokens,
+                    expires_at=expires,
+                )
             )
-        EmbeddingCache.objects.bulk_create(rows.values(), ignore_conflicts=True)
-    return np.stack([found[key] for key in keys])
+        # An entry cached without tokens gets them now; one that has them keeps them.
+        update = {
+            "update_conflicts": True,
+            "unique_fields": ["key"],
+            "update_fields": ["tokens", "expires_at"],
+        }
+        EmbeddingCache.objects.bulk_create(rows, **(update if with_tokens else {"ignore_conflicts": True}))
+    return np.stack([found[key][0] for key in keys]), [found[key][1] for key in keys]
 
 
 class _QueryCache:
-    """Recent query vectors in process memory: agents repeat their questions within a session."""
+    """Recent query vectors (and, for a provider that has them, the query's token embeddings) in
+    process memory: agents repeat their questions within a session."""
 
     def __init__(self, size: int = 512) -> None:
         self.size = size
-        self.items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.items: OrderedDict[str, tuple[np.ndarray, np.ndarray | None]] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, text: str, provider: EmbeddingProvider) -> np.ndarray:
+    def get(self, text: str, provider: EmbeddingProvider) -> tuple[np.ndarray, np.ndarray | None]:
         key = cache_key(text, provider.model_id, provider.dimensions)
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]
-        vector = provider.embed([text])[0]
+        if provider.late_interaction:
+            vectors, tokens = provider.embed_with_tokens([text], query=True)
+            item = (vectors[0], tokens[0])
+        else:
+            item = (provider.embed([text])[0], None)
         with self.lock:
-            self.items[key] = vector
+            self.items[key] = item
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
-        return vector
+        return item
 
 
 _QUERY_CACHE = _QueryCache()
 
 
 def embed_query(text: str, provider: EmbeddingProvider | None = None) -> np.ndarray:
-    return _QUERY_CACHE.get(text, provider or get_provider())
+    return _QUERY_CACHE.get(text, provider or get_provider())[0]
+
+
+def query_tokens(text: str, provider: EmbeddingProvider | None = None) -> np.ndarray | None:
+    """The query's token embeddings (late.py) where the provider offers them, else None."""
+    return _QUERY_CACHE.get(text, provider or get_provider())[1]

@@ -1,6 +1,6 @@
 """The retrieval pipeline's pure stages (ARCHITECTURE §5, V5 §7): query-type detection, weighted
 RRF (reported) and score fusion (ordering), the graph-neighbourhood boost, phase × trust × decayed confidence × dispute weighting and
-the local precision rerank. Plain data in, plain data out; no Django import.
+the local precision rerank (with late interaction, late.py). Plain data in, plain data out; no Django import.
 """
 
 from __future__ import annotations
@@ -201,7 +201,12 @@ WEIGHT_EXPONENT = 0.25
 
 
 def weighted_score(relevance: float, factor: float) -> float:
-    return relevance * math.pow(max(factor, 0.0), WEIGHT_EXPONENT)
+    return relevance * prior(factor)
+
+
+def prior(factor: float) -> float:
+    """What stage 3 multiplies relevance by for this weighting factor."""
+    return math.pow(max(factor, 0.0), WEIGHT_EXPONENT)
 
 
 _FILE_PATH = re.compile(r"(?<![\w/.])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b")
@@ -225,20 +230,30 @@ class RerankInput:
     memory_id: str
     score: float  # the stage-3 score: fused relevance (+ boost) × the soft weighting
     identifier_match: float = 0.0  # share of the query's identifiers the memory names verbatim
+    cosine: float | None = None  # the pooled query–memory cosine fusion used
+    late_interaction: float | None = None  # MaxSim of the query's and the memory's tokens (late.py)
+    cosine_worth: float = 0.0  # what one unit of cosine added to `score` (dense weight × prior)
 
 
 # The local precision stage's field-aware feature: naming every identifier of the query (in
 # citation, content, tags or files) is worth this much on the fused scale (cosine ≈ 0.2–0.8).
 IDENTIFIER_MATCH_WEIGHT = 0.05
+# The share of the pooled cosine that the late-interaction MaxSim replaces for the head: an
+# even blend of the two views of the same model (chosen a priori, not tuned; README).
+LATE_INTERACTION_SHARE = 0.5
 
 
 def local_precision_rerank(items: Sequence[RerankInput], *, keep: int) -> list[tuple[str, float]]:
-    """The no-API rerank stage over the head: the stage-3 score plus field-aware evidence that
-    the fused paths blur (a memory naming the query's exact identifiers, not only their parts).
-    No cross-encoder is available offline; this stage stays cheap and deterministic.
+    """The no-API rerank stage over the head: the stage-3 score with half its pooled cosine
+    replaced by the token-level MaxSim (where the memory's tokens are stored), plus field-aware
+    evidence that the fused paths blur (a memory naming the query's exact identifiers, not only
+    their parts). Cheap and deterministic: the token embeddings were computed with the vectors.
     Returns (id, score) best first, `keep` of them."""
-    scored = [
-        (item.memory_id, item.score + IDENTIFIER_MATCH_WEIGHT * item.identifier_match) for item in items
-    ]
+    scored = []
+    for item in items:
+        value = item.score + IDENTIFIER_MATCH_WEIGHT * item.identifier_match
+        if item.cosine is not None and item.late_interaction is not None:
+            value += LATE_INTERACTION_SHARE * item.cosine_worth * (item.late_interaction - item.cosine)
+        scored.append((item.memory_id, value))
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored[:keep]

@@ -376,11 +376,25 @@ class EmbeddingCache(models.Model):
     model_id = models.CharField(max_length=120)
     dims = models.PositiveIntegerField()
     vector = VectorField()
+    # The text's token embeddings (late.pack), where the provider offers them and they were asked for.
+    tokens = models.BinaryField(null=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
 
     def __str__(self) -> str:
         return f"{self.model_id}/{self.dims}:{self.key[:12]}"
+
+
+class MemoryTokens(models.Model):
+    """A memory's token embeddings (late.pack) for the late-interaction rerank, kept apart from the
+    memory row that every search path reads. Written with the vector, by the same model."""
+
+    memory = models.OneToOneField(Memory, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    model_id = models.CharField(max_length=120)
+    data = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"{self.model_id}:{self.memory_id}"
 
 
 class TermStat(models.Model):

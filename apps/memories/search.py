@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import numpy as np
+import psycopg
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
@@ -37,7 +38,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from apps.memories import beside, fusion, hyde
+from apps.memories import beside, fusion, hyde, late
 from apps.memories.codetokens import tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.keyword import (
@@ -49,7 +50,7 @@ from apps.memories.keyword import (
     weighted_tf,
 )
 from apps.memories.kinds import universal_phase
-from apps.memories.models import LAST_ACCESSED_SQL, Memory, MemoryRelation, MemoryUsage
+from apps.memories.models import LAST_ACCESSED_SQL, Memory, MemoryRelation, MemoryTokens, MemoryUsage
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
 from apps.memories.selectors import memories_visible
@@ -574,6 +575,7 @@ def search(
 
     now = timezone.now()
     components: dict[str, dict[str, float | None]] = {}
+    cosine_worth: dict[str, float] = {}  # what a unit of cosine adds to each stage-3 score
     for memory_id in ordered:
         row = info[memory_id]
         boosted = fused[memory_id] + (boosts[memory_id].amount if memory_id in boosts else 0.0)
@@ -602,8 +604,10 @@ def search(
             "confidence": round(confidence, 4),
             "dispute": w.dispute,
             "score": fusion.weighted_score(boosted, w.factor) if weigh else boosted,
+            "late_interaction": None,
             "rerank": None,
         }
+        cosine_worth[memory_id] = weights.get("dense", 0.0) * (fusion.prior(w.factor) if weigh else 1.0)
     ordered.sort(key=lambda i: (-float(components[i]["score"] or 0.0), i))
     clock.lap("weigh")
 
@@ -635,7 +639,9 @@ def search(
 
     reranker = "none"
     if rerank and ordered:
-        ordered, reranker = _rerank(query, ordered, components, files=graph_files, limit=limit)
+        ordered, reranker = _rerank(
+            query, ordered, components, files=graph_files, limit=limit, cosine_worth=cosine_worth
+        )
     clock.lap("rerank")
 
     final = ordered[:limit]
@@ -678,6 +684,7 @@ def _rerank(
     *,
     files: Sequence[str],
     limit: int,
+    cosine_worth: dict[str, float],
 ) -> tuple[list[str], str]:
     """Rerank the top 20 (or `limit`, if larger) and keep them ahead of the rest."""
     head = ordered[: max(RERANK_TOP, limit)]
@@ -707,14 +714,20 @@ def _rerank(
                 [sorted({i.lower() for i in identifiers}), head],
             )
             lexemes = {str(memory_id): set(named) for memory_id, named in cursor.fetchall()}
-    items = [
-        fusion.RerankInput(
-            memory_id=i,
-            score=float(components[i]["score"] or 0.0),
-            identifier_match=fusion.identifier_match(identifiers, lexemes.get(i, ())),
+    late_scores = _late_interaction(query, head)
+    items = []
+    for i in head:
+        components[i]["late_interaction"] = late_scores.get(i)
+        items.append(
+            fusion.RerankInput(
+                memory_id=i,
+                score=float(components[i]["score"] or 0.0),
+                identifier_match=fusion.identifier_match(identifiers, lexemes.get(i, ())),
+                cosine=components[i]["cosine"],
+                late_interaction=late_scores.get(i),
+                cosine_worth=cosine_worth.get(i, 0.0),
+            )
         )
-        for i in head
-    ]
     reranked_local = fusion.local_precision_rerank(items, keep=len(head))
     for memory_id, value in reranked_local:
         components[memory_id]["rerank"] = round(value, 6)
@@ -722,6 +735,31 @@ def _rerank(
 
 
 # ---------------------------------------------------------------- context packing
+
+
+def _late_interaction(query: str, ids: list[str]) -> dict[str, float]:
+    """MaxSim of the query's tokens against each memory's stored tokens (late.py), for the
+    memories whose tokens the configured model wrote; none when it offers no token embeddings."""
+    from apps.memories.embeddings import get_provider, query_tokens
+
+    provider = get_provider()
+    if not provider.late_interaction or not ids or not query.strip():
+        return {}
+    # Binary results: a head's tokens are ~0.8 MB, which the text protocol doubles and hex-decodes.
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(
+            f"SELECT memory_id::text, data FROM {MemoryTokens._meta.db_table}"
+            " WHERE memory_id = ANY(%s::uuid[]) AND model_id = %s",
+            [ids, provider.model_id],
+            binary=True,
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return {}
+    wanted = query_tokens(query_embedding_text(query), provider)
+    scores = late.maxsim_packed(wanted, [data for _, data in rows], provider.dimensions)
+    return {memory_id: score for (memory_id, _), score in zip(rows, scores, strict=True)}
 
 
 def build_context(

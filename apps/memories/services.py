@@ -38,6 +38,7 @@ from apps.memories.models import (
     MemoryFeedback,
     MemoryRelation,
     MemoryScope,
+    MemoryTokens,
     MemoryUsage,
     MemoryVersion,
 )
@@ -216,7 +217,7 @@ def embedding_text(memory: Memory) -> str:
 
 def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
     """Compute and store embeddings for these memories (idempotent). Returns how many are ready."""
-    from apps.memories.embeddings import embed_cached, get_provider
+    from apps.memories.embeddings import embed_cached_with_tokens, get_provider
 
     memories = list(Memory.objects.filter(id__in=list(memory_ids)))
     if not memories:
@@ -224,7 +225,7 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
     provider = get_provider()
     now = timezone.now()
     try:
-        vectors = embed_cached([embedding_text(m) for m in memories], provider)
+        vectors, tokens = embed_cached_with_tokens([embedding_text(m) for m in memories], provider)
     except Exception as exc:
         logger.exception("Embedding %d memories failed", len(memories))
         Memory.objects.filter(id__in=[m.id for m in memories]).update(
@@ -248,6 +249,19 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
             "embedding_error",
             "embedded_at",
         ],
+        batch_size=500,
+    )
+    # The token embeddings for the late-interaction rerank, from the same model (or none).
+    MemoryTokens.objects.filter(memory__in=memories).exclude(model_id=provider.model_id).delete()
+    MemoryTokens.objects.bulk_create(
+        [
+            MemoryTokens(memory=memory, model_id=provider.model_id, data=data)
+            for memory, data in zip(memories, tokens, strict=True)
+            if data is not None
+        ],
+        update_conflicts=True,
+        unique_fields=["memory"],
+        update_fields=["model_id", "data"],
         batch_size=500,
     )
     return len(memories)

@@ -14,7 +14,8 @@ Then, over
   — the embedding itself is reported as embed_p50_ms);
 - http: POST /api/v1/projects/{id}/search through Django's full request stack (same switches);
 - context: POST /api/v1/projects/{id}/context (phase implement, the query as the task): search
-  with the local precision stage, packing and the access bookkeeping of every injected memory;
+  with the local precision stage (its late interaction reads each memory's stored token
+  embeddings: those of its base sentence), packing and the access bookkeeping of every injected memory;
   the task's embedding comes from the query cache, as the http search's does;
 
 and filtered_recall_at_10: the filtered ANN top-10 against an exact scan under the same filter.
@@ -35,6 +36,7 @@ from django.db.models import FloatField
 from django.db.models.expressions import RawSQL
 from django.test import Client
 
+from apps.memories import late
 from apps.memories.embeddings import embed_query, get_provider
 from apps.memories.keyword import index_memory
 from apps.memories.search import Scope, keyword_candidates, search
@@ -52,7 +54,7 @@ from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 from apps.tenants.services import api_key_create
 
-_STAGE_COLUMNS = "id, org, project, type, content, scope, related_files, emb, lit, a, c, citation"
+_STAGE_COLUMNS = "id, org, project, type, content, scope, related_files, emb, lit, a, c, citation, base"
 
 
 def _p(values: list[float], q: float) -> float:
@@ -77,7 +79,12 @@ class Command(BaseCommand):
         corpus = Corpus(opts["seed"])
         bases = corpus.bases(opts["bases"])
         started = time.perf_counter()
-        base_vectors = provider.embed([text for text, _ in bases])
+        base_tokens: list[bytes] = []
+        if provider.late_interaction:  # a memory's tokens are its base sentence's, for the rerank
+            base_vectors, token_rows = provider.embed_with_tokens([text for text, _ in bases])
+            base_tokens = [late.pack(rows) for rows in token_rows]
+        else:
+            base_vectors = provider.embed([text for text, _ in bases])
         self.say(f"embedded {len(bases)} base sentences in {time.perf_counter() - started:.1f}s")
         memories = corpus.memories(opts["memories"], bases)
         rng = np.random.default_rng(opts["seed"])
@@ -87,7 +94,7 @@ class Command(BaseCommand):
 
         orgs, projects = self._tenants(opts["projects"])
         try:
-            self._load(memories, vectors, projects, provider.model_id, rng)
+            self._load(memories, vectors, projects, provider.model_id, rng, base_tokens)
             result = self._measure(corpus, bases, projects, opts["queries"], provider, rng)
         finally:
             if not opts["keep"]:
@@ -121,7 +128,9 @@ class Command(BaseCommand):
             )
         return orgs, projects
 
-    def _load(self, memories, vectors, projects: list[Project], model_id: str, rng) -> None:
+    def _load(
+        self, memories, vectors, projects: list[Project], model_id: str, rng, base_tokens: list[bytes]
+    ) -> None:
         started = time.perf_counter()
         owners = rng.integers(0, len(projects), len(memories))
         org_scoped = rng.random(len(memories)) < 0.08
@@ -133,7 +142,8 @@ class Command(BaseCommand):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 "CREATE TEMP TABLE bench_stage (id uuid, org uuid, project uuid, type text, content text,"
-                " scope text, related_files varchar[], emb text, lit text, a text, c text, citation text)"
+                " scope text, related_files varchar[], emb text, lit text, a text, c text, citation text,"
+                " base int)"
                 " ON COMMIT DROP"
             )
             with cursor.cursor.copy(f"COPY bench_stage ({_STAGE_COLUMNS}) FROM STDIN") as copy:
@@ -156,6 +166,7 @@ class Command(BaseCommand):
                             indexed.words_b,
                             indexed.words_c,
                             memory.content[:39],
+                            memory.base,
                         )
                     )
             self.say(f"staged {len(memories)} rows in {time.perf_counter() - started:.1f}s")
@@ -182,6 +193,16 @@ class Command(BaseCommand):
                 """,
                 [model_id, len(vectors[0])],
             )
+            if base_tokens:
+                cursor.execute("CREATE TEMP TABLE bench_tokens (base int, data bytea) ON COMMIT DROP")
+                with cursor.cursor.copy("COPY bench_tokens (base, data) FROM STDIN") as copy:
+                    for base, data in enumerate(base_tokens):
+                        copy.write_row((base, data))
+                cursor.execute(
+                    "INSERT INTO memories_memorytokens (memory_id, model_id, data)"
+                    " SELECT s.id, %s, t.data FROM bench_stage s JOIN bench_tokens t USING (base)",
+                    [model_id],
+                )
         self.say(f"inserted {len(memories)} memories in {time.perf_counter() - started:.1f}s")
         started = time.perf_counter()
         if rebuild_index:

@@ -1,7 +1,8 @@
 """Re-embed memories after an embedding model change (or all of them with --all).
 
 Vectors of different models are never compared, so after EMBEDDING_PROVIDER/DIMENSIONS change,
-memories embedded by another model are invisible to the dense path until this runs. It creates
+memories embedded by another model are invisible to the dense path until this runs; memories
+without token embeddings of the local model get no late-interaction rerank until it runs. It creates
 the HNSW index for the new dimension count, then embeds in batches (idempotent: run it again
 after an interruption). Prints one JSON line.
 """
@@ -15,7 +16,7 @@ from django.core.management.base import BaseCommand
 from django.db.models import Q
 
 from apps.memories.embeddings import get_provider
-from apps.memories.models import EmbeddingStatus, Memory
+from apps.memories.models import EmbeddingStatus, Memory, MemoryTokens
 from apps.memories.services import memories_embed
 from apps.memories.vectors import ensure_hnsw_index
 
@@ -36,11 +37,15 @@ class Command(BaseCommand):
         if project:
             qs = qs.filter(project_id=project)
         if not all:
-            qs = qs.filter(
+            stale = (
                 ~Q(embedding_model=provider.model_id)
                 | ~Q(embedding_dims=provider.dimensions)
                 | ~Q(embedding_status=EmbeddingStatus.READY)
             )
+            if provider.late_interaction:  # and those embedded before token embeddings were kept
+                with_tokens = MemoryTokens.objects.filter(model_id=provider.model_id).values("memory_id")
+                stale |= ~Q(id__in=with_tokens)
+            qs = qs.filter(stale)
         ids = [str(i) for i in qs.order_by("id").values_list("id", flat=True)]
         done = 0
         for start in range(0, len(ids), batch_size):
