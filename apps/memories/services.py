@@ -251,11 +251,17 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
         ],
         batch_size=500,
     )
-    # The token embeddings for the late-interaction rerank, from the same model (or none).
-    MemoryTokens.objects.filter(memory__in=memories).exclude(model_id=provider.model_id).delete()
+    _store_tokens(memories, tokens, provider.model_id)
+    return len(memories)
+
+
+def _store_tokens(memories: Sequence[Memory], tokens: Sequence[bytes | None], model_id: str) -> None:
+    """The token embeddings for the late-interaction rerank (late.pack), from the model that made
+    the vectors; a memory's tokens of another model go (a None leaves the memory without)."""
+    MemoryTokens.objects.filter(memory__in=memories).exclude(model_id=model_id).delete()
     MemoryTokens.objects.bulk_create(
         [
-            MemoryTokens(memory=memory, model_id=provider.model_id, data=data)
+            MemoryTokens(memory=memory, model_id=model_id, data=data)
             for memory, data in zip(memories, tokens, strict=True)
             if data is not None
         ],
@@ -264,7 +270,6 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
         update_fields=["model_id", "data"],
         batch_size=500,
     )
-    return len(memories)
 
 
 def _schedule_embedding(ids: Sequence[UUID]) -> None:
@@ -391,11 +396,17 @@ def _create_relations(
 
 @transaction.atomic
 def memories_create_batch(
-    *, project: Project, actor: Principal, drafts: Sequence[MemoryDraft], vectors: Sequence[Any] | None = None
+    *,
+    project: Project,
+    actor: Principal,
+    drafts: Sequence[MemoryDraft],
+    vectors: Sequence[Any] | None = None,
+    tokens: Sequence[bytes | None] | None = None,
 ) -> list[Memory]:
     """Store up to 500 drafts in one transaction: all of them or none. Embeddings follow on commit,
     unless the caller already computed them (`vectors`, one per draft, of `embedding_text` by the
-    current provider: the observer embeds its candidates once for novelty and storage)."""
+    current provider, with its packed token embeddings in `tokens` where it makes them: the
+    observer embeds its candidates once for novelty and storage)."""
     from apps.memories.drafts import MAX_BATCH
 
     if len(drafts) > MAX_BATCH:
@@ -409,6 +420,15 @@ def memories_create_batch(
         _attach_vectors([memory for memory, _ in pairs], vectors)
     memories = [memory for memory, _ in pairs]
     _insert(memories, [_snapshot(m, "created", actor) for m in memories])
+    if vectors is not None and tokens is not None:
+        from apps.memories.embeddings import get_provider
+
+        attached = [
+            (m, t)
+            for m, t in zip(memories, tokens, strict=True)
+            if m.embedding_status == EmbeddingStatus.READY
+        ]
+        _store_tokens([m for m, _ in attached], [t for _, t in attached], get_provider().model_id)
     _create_relations(project, actor, pairs)
     ids = [m.id for m in memories]
     _adjust_term_stats(ids, +1)

@@ -546,7 +546,7 @@ def store(
 ) -> None:
     """Novelty, synthesis, embeddings and the writes, for candidates already gated and trusted.
     `session` gives provenance (absent for cross-session synthesis)."""
-    from apps.memories.embeddings import embed_cached, get_provider
+    from apps.memories.embeddings import embed_cached_with_tokens, get_provider
 
     if not candidates:
         return
@@ -584,19 +584,21 @@ def store(
             c.content = text
 
     provider = get_provider()
-    vectors = embed_cached(_embedding_texts(fresh), provider)
-    kept: list[tuple[Candidate, np.ndarray]] = []
+    # The token embeddings come from the same forward pass, for the rerank of those stored.
+    vectors, tokens = embed_cached_with_tokens(_embedding_texts(fresh), provider)
+    kept: list[tuple[Candidate, np.ndarray, bytes | None]] = []
     stored_near = _nearest(project.id, fresh, vectors, provider.model_id, provider.matryoshka)
-    for c, vector, near in zip(fresh, vectors, stored_near, strict=True):
+    for c, vector, packed, near in zip(fresh, vectors, tokens, stored_near, strict=True):
         if any(
-            float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type for k, v in kept
+            float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type
+            for k, v, _ in kept
         ):
             result.discarded += 1
             continue
         if near is not None:
             _reinforce(near, actor, session, result)
             continue
-        kept.append((c, vector))
+        kept.append((c, vector, packed))
     if not kept:
         return
 
@@ -622,18 +624,22 @@ def store(
             methodology=methodology,
             work_unit_ref=ref,
         )
-        for c, _ in kept
+        for c, _, _ in kept
     ]
     created = memory_services.memories_create_batch(
-        project=project, actor=actor, drafts=drafts, vectors=[v for _, v in kept]
+        project=project,
+        actor=actor,
+        drafts=drafts,
+        vectors=[v for _, v, _ in kept],
+        tokens=[t for _, _, t in kept],
     )
-    for (c, _), memory in zip(kept, created, strict=True):
+    for (c, _, _), memory in zip(kept, created, strict=True):
         result.created.append(memory.id)
         result.candidates.append({"kind": c.kind, "type": c.memory_type, "memory_id": str(memory.id),
                                   "confidence": c.confidence, "trust": c.trust})  # fmt: skip
     _link_stats(
         project.id,
-        [(c.stat_key, memory.id) for (c, _), memory in zip(kept, created, strict=True) if c.stat_key],
+        [(c.stat_key, memory.id) for (c, _, _), memory in zip(kept, created, strict=True) if c.stat_key],
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.memories.models import Memory
+from apps.memories.models import Memory, MemoryTokens
 from apps.observer import promotion, services
 from apps.observer.models import EventBatch, PatternStat, Session, SynthesisLog
 from apps.observer.selectors import coaccess_partners
@@ -224,6 +224,16 @@ def test_a_build_promotes_only_after_validation_passes(agent):
     agent.run(Trace().read("shop/a.py").think("Actually, totals are in b.py not a.py"), passed=True)
     (memory,) = memories()
     assert memory.source == "observer_inferred" and memory.needs_review and memory.type == "gotcha"
+
+
+def test_a_promoted_memory_keeps_the_token_embeddings_of_its_novelty_check(agent):
+    agent.run(Trace().read("shop/a.py").think("Actually, totals are in b.py not a.py"), passed=True)
+    (memory,) = memories()
+    # Embedded once, for novelty and storage: the vector and, from the same pass, the tokens the
+    # local rerank reads (late interaction), written in the memory's own transaction.
+    stored = MemoryTokens.objects.get(memory=memory)
+    assert stored.model_id == memory.embedding_model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert len(bytes(stored.data)) % 384 == 0 and len(bytes(stored.data)) >= 384 * 8
 
 
 def test_candidates_after_a_web_fetch_are_tainted(agent):
