@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-_SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]"})
+_SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]", "[UNK]"})
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -47,7 +47,8 @@ def unpack(data: bytes, dims: int) -> np.ndarray:
 
 
 def content_positions(tokens: Sequence[str]) -> list[int]:
-    """Positions of the word pieces that carry a letter or digit (not [CLS], [SEP], punctuation)."""
+    """Positions of the word pieces that carry a letter or digit (not [CLS], [SEP], [UNK],
+    punctuation)."""
     return [
         position
         for position, token in enumerate(tokens)

@@ -479,12 +479,15 @@ def search(
     weigh: bool = True,
     use_hyde: bool = True,
     query_vector: np.ndarray | None = None,
+    hypothetical: str = "",
 ) -> SearchResult:
     """Rank the memories that apply in `project` for `principal` against `query` and `files`.
 
     `paths`, `boost`, `weigh`, `rerank` and `use_hyde` switch stages off (the evaluation and the
     benchmarks compare them); proactive callers (`build_context`, session start) pass
-    `use_hyde=False`. `query_vector` replaces the query's own embedding (HyDE's second pass).
+    `use_hyde=False`. `query_vector` replaces the query's own embedding (HyDE's second pass;
+    `hypothetical` is its answer, whose MaxSim the late interaction averages with the query's
+    as the vector averages the two embeddings).
     """
     from apps.memories.embeddings import embed_query, get_provider
 
@@ -628,6 +631,7 @@ def search(
                     principal=principal, project=project, query=query, files=files, phase=phase,
                     limit=limit, query_kind=kind, types=types, rerank=rerank, include_stale=include_stale,
                     paths=paths, boost=boost, weigh=weigh, query_vector=combined,
+                    hypothetical=hyde_outcome.text,
                 )  # fmt: skip
                 # The second pass's stages (its results), what the first pass and HyDE took, in all.
                 second.timings_ms.update(
@@ -640,7 +644,13 @@ def search(
     reranker = "none"
     if rerank and ordered:
         ordered, reranker = _rerank(
-            query, ordered, components, files=graph_files, limit=limit, cosine_worth=cosine_worth
+            query,
+            ordered,
+            components,
+            files=graph_files,
+            limit=limit,
+            cosine_worth=cosine_worth,
+            late_texts=[query, hypothetical] if hypothetical else [query],
         )
     clock.lap("rerank")
 
@@ -685,6 +695,7 @@ def _rerank(
     files: Sequence[str],
     limit: int,
     cosine_worth: dict[str, float],
+    late_texts: Sequence[str],
 ) -> tuple[list[str], str]:
     """Rerank the top 20 (or `limit`, if larger) and keep them ahead of the rest."""
     head = ordered[: max(RERANK_TOP, limit)]
@@ -714,7 +725,9 @@ def _rerank(
                 [sorted({i.lower() for i in identifiers}), head],
             )
             lexemes = {str(memory_id): set(named) for memory_id, named in cursor.fetchall()}
-    late_scores = _late_interaction(query, head)
+    # (Late interaction re-weighs the cosine: nothing to do where no path measured one.)
+    with_cosine = [i for i in head if components[i]["cosine"] is not None]
+    late_scores = _late_interaction(late_texts, with_cosine)
     items = []
     for i in head:
         components[i]["late_interaction"] = late_scores.get(i)
@@ -737,13 +750,19 @@ def _rerank(
 # ---------------------------------------------------------------- context packing
 
 
-def _late_interaction(query: str, ids: list[str]) -> dict[str, float]:
+def _late_interaction(texts: Sequence[str], ids: list[str]) -> dict[str, float]:
     """MaxSim of the query's tokens against each memory's stored tokens (late.py), for the
-    memories whose tokens the configured model wrote; none when it offers no token embeddings."""
+    memories whose tokens the configured model wrote; none when it offers no token embeddings or
+    the query has no word piece to match. Several texts (HyDE's query and hypothetical answer):
+    the mean of their MaxSims."""
     from apps.memories.embeddings import get_provider, query_tokens
 
     provider = get_provider()
-    if not provider.late_interaction or not ids or not query.strip():
+    texts = [query_embedding_text(t) for t in texts if t.strip()]
+    if not provider.late_interaction or not ids or not texts:
+        return {}
+    wanted = [query_tokens(text, provider) for text in texts]
+    if not all(tokens is not None and len(tokens) for tokens in wanted):
         return {}
     # Binary results: a head's tokens are ~0.8 MB, which the text protocol doubles and hex-decodes.
     connection.ensure_connection()
@@ -757,9 +776,11 @@ def _late_interaction(query: str, ids: list[str]) -> dict[str, float]:
         rows = cursor.fetchall()
     if not rows:
         return {}
-    wanted = query_tokens(query_embedding_text(query), provider)
-    scores = late.maxsim_packed(wanted, [data for _, data in rows], provider.dimensions)
-    return {memory_id: score for (memory_id, _), score in zip(rows, scores, strict=True)}
+    documents = [data for _, data in rows]
+    per_text = [late.maxsim_packed(tokens, documents, provider.dimensions) for tokens in wanted]
+    return {
+        memory_id: float(np.mean(scores)) for (memory_id, _), *scores in zip(rows, *per_text, strict=True)
+    }
 
 
 def build_context(

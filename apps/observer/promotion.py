@@ -20,6 +20,7 @@ import numpy as np
 from django.db import connection
 from django.db.models import Q
 
+from apps.memories import secrets_scan
 from apps.memories import services as memory_services
 from apps.memories.contextual import memory_embedding_text
 from apps.memories.drafts import MemoryDraft, WorkUnitRef
@@ -584,8 +585,13 @@ def store(
             c.content = text
 
     provider = get_provider()
-    # The token embeddings come from the same forward pass, for the rerank of those stored.
-    vectors, tokens = embed_cached_with_tokens(_embedding_texts(fresh), provider)
+    # The token embeddings come from the same forward pass, for the rerank of those stored. The
+    # texts are scanned first, as the memories will be: the embedding cache keeps what it is
+    # given for days, and token embeddings are close to the text they came from.
+    texts = _embedding_texts(fresh)
+    found = secrets_scan.plugin_findings(texts)
+    texts = [secrets_scan.scan(text, found).text for text in texts]
+    vectors, tokens = embed_cached_with_tokens(texts, provider)
     kept: list[tuple[Candidate, np.ndarray, bytes | None]] = []
     stored_near = _nearest(project.id, fresh, vectors, provider.model_id, provider.matryoshka)
     for c, vector, packed, near in zip(fresh, vectors, tokens, stored_near, strict=True):

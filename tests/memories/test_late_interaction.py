@@ -185,3 +185,52 @@ def test_a_search_without_the_rerank_has_no_late_interaction(alice, real_embeddi
     )
     assert get_provider().late_interaction
     assert result.hits and result.hits[0].components["late_interaction"] is None
+
+
+def test_a_head_memory_without_tokens_gets_the_heads_mean_gap_not_a_penalty():
+    with_tokens = [
+        fusion.RerankInput("a", score=0.60, cosine=0.50, late_interaction=0.60, cosine_worth=1.0),
+        fusion.RerankInput("b", score=0.50, cosine=0.40, late_interaction=0.46, cosine_worth=1.0),
+    ]
+    older = fusion.RerankInput("c", score=0.58, cosine=0.48, late_interaction=None, cosine_worth=1.0)
+    ranked = dict(fusion.local_precision_rerank([*with_tokens, older], keep=3))
+    assert ranked["c"] == pytest.approx(0.58 + 0.5 * (0.10 + 0.06) / 2)
+    # With no tokens in the whole head there is nothing to blend.
+    alone = fusion.local_precision_rerank([fusion.RerankInput("c", 0.58, cosine=0.48)], keep=1)
+    assert alone == [("c", pytest.approx(0.58))]
+
+
+@pytest.mark.django_db
+def test_a_query_with_no_word_piece_leaves_the_scores_alone(alice, real_embeddings):
+    make_memory(alice, content="Paginator.page() raises EmptyPage past the last page (?!).")
+    result = search(principal=alice.principal, project=alice.project, query="?!", use_hyde=False)
+    assert result.hits
+    for hit in result.hits:
+        assert hit.components["late_interaction"] is None
+        assert hit.components["rerank"] == pytest.approx(hit.components["score"], abs=1e-6)
+
+
+@pytest.mark.django_db
+def test_a_keyword_only_search_reads_no_tokens(alice, real_embeddings):
+    make_memory(alice, content="select_for_update() outside atomic() raises TransactionManagementError.")
+    result = search(
+        principal=alice.principal, project=alice.project, query="select_for_update", paths=("keyword",)
+    )
+    assert result.hits and result.hits[0].components["cosine"] is None
+    assert result.hits[0].components["late_interaction"] is None
+
+
+@pytest.mark.django_db
+def test_hydes_second_pass_averages_the_maxsim_of_query_and_hypothetical(alice, real_embeddings, fake_openai):
+    from apps.memories.embeddings import query_tokens
+
+    pager = make_memory(alice, content="The paginator raises EmptyPage for pages past the end of the list.")
+    make_memory(alice, content="Cache keys are versioned per deploy.")
+    question, answer = "asking for a page beyond the last one", "Paginator.page() raises EmptyPage."
+    fake_openai.answer = answer
+    result = search(principal=alice.principal, project=alice.project, query=question, limit=3)
+    assert result.hyde["ran"]
+    stored = late.unpack(bytes(MemoryTokens.objects.get(memory=pager).data), 384)
+    expected = (late.maxsim(query_tokens(question), stored) + late.maxsim(query_tokens(answer), stored)) / 2
+    (hit,) = [h for h in result.hits if h.memory.id == pager.id]
+    assert hit.components["late_interaction"] == pytest.approx(expected, abs=1e-5)

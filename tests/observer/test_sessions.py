@@ -532,3 +532,22 @@ def test_session_start_never_offers_a_stale_recipe_or_work_state(agent, alice):
     offered = {recipe["id"] for recipe in session["start_context"]["recipes"]}
     assert str(fresh.id) in offered and str(stale.id) not in offered
     assert (session["start_context"]["work_state"] or {}).get("memory_id") != str(state.id)
+
+
+def test_candidates_are_scanned_for_secrets_before_they_are_embedded(agent, monkeypatch):
+    from apps.memories import embeddings
+
+    embedded: list[str] = []
+    real = embeddings.embed_cached_with_tokens
+
+    def spy(texts, provider=None):
+        embedded.extend(texts)
+        return real(texts, provider)
+
+    monkeypatch.setattr(embeddings, "embed_cached_with_tokens", spy)
+    key = "AKIAIOSFODNN7EXAMPLE"
+    agent.run(Trace().read("shop/a.py").think(f"Actually, the deploy key {key} lives in b.py not a.py"))
+    (memory,) = memories()
+    assert embedded and not any(key in text for text in embedded)
+    assert any("[REDACTED:" in text for text in embedded)
+    assert key not in memory.content and memory.secrets_redacted

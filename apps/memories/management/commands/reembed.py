@@ -13,7 +13,7 @@ import json
 import time
 
 from django.core.management.base import BaseCommand
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from apps.memories.embeddings import get_provider
 from apps.memories.models import EmbeddingStatus, Memory, MemoryTokens
@@ -43,8 +43,9 @@ class Command(BaseCommand):
                 | ~Q(embedding_status=EmbeddingStatus.READY)
             )
             if provider.late_interaction:  # and those embedded before token embeddings were kept
-                with_tokens = MemoryTokens.objects.filter(model_id=provider.model_id).values("memory_id")
-                stale |= ~Q(id__in=with_tokens)
+                # (NOT EXISTS: a NOT IN over a large token table degrades to a per-row scan)
+                tokens = MemoryTokens.objects.filter(memory_id=OuterRef("id"), model_id=provider.model_id)
+                stale |= ~Exists(tokens)
             qs = qs.filter(stale)
         ids = [str(i) for i in qs.order_by("id").values_list("id", flat=True)]
         done = 0
