@@ -246,9 +246,9 @@ LATE_INTERACTION_SHARE = 0.5
 def local_precision_rerank(items: Sequence[RerankInput], *, keep: int) -> list[tuple[str, float]]:
     """The no-API rerank stage over the head: the stage-3 score with half its pooled cosine
     replaced by the token-level MaxSim (a memory without stored tokens gets the head's mean
-    MaxSim − cosine gap), plus field-aware
-    evidence that the fused paths blur (a memory naming the query's exact identifiers, not only
-    their parts). Cheap and deterministic: the token embeddings were computed with the vectors.
+    MaxSim − cosine gap), plus field-aware evidence that the fused paths blur (a memory naming
+    the query's exact identifiers, not only their parts). Cheap and deterministic: the token
+    embeddings were computed with the vectors.
     Returns (id, score) best first, `keep` of them."""
     # MaxSim runs above the pooled cosine (by ~0.08 on average), so a head memory without stored
     # tokens (embedded before they were kept) is given the head's mean gap instead of none.

@@ -650,7 +650,7 @@ def search(
             files=graph_files,
             limit=limit,
             cosine_worth=cosine_worth,
-            late_texts=[query, hypothetical] if hypothetical else [query],
+            late_texts=[query, hypothetical],  # (an empty hypothetical is left out)
         )
     clock.lap("rerank")
 

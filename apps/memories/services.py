@@ -257,8 +257,10 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
 
 def _store_tokens(memories: Sequence[Memory], tokens: Sequence[bytes | None], model_id: str) -> None:
     """The token embeddings for the late-interaction rerank (late.pack), from the model that made
-    the vectors; a memory's tokens of another model go (a None leaves the memory without)."""
-    MemoryTokens.objects.filter(memory__in=memories).exclude(model_id=model_id).delete()
+    the vectors; a None leaves the memory without (any tokens it had, of another model, go)."""
+    without = [memory for memory, data in zip(memories, tokens, strict=True) if data is None]
+    if without:
+        MemoryTokens.objects.filter(memory__in=without).delete()
     MemoryTokens.objects.bulk_create(
         [
             MemoryTokens(memory=memory, model_id=model_id, data=data)
@@ -416,19 +418,11 @@ def memories_create_batch(
         [t for d in drafts for t in _strings(list(_draft_fields(d).values()))]
     )
     pairs = [_build(project, actor, draft, found) for draft in drafts]
-    if vectors is not None:
-        _attach_vectors([memory for memory, _ in pairs], vectors)
     memories = [memory for memory, _ in pairs]
+    attached = _attach_vectors(memories, vectors, tokens) if vectors is not None else None
     _insert(memories, [_snapshot(m, "created", actor) for m in memories])
-    if vectors is not None and tokens is not None:
-        from apps.memories.embeddings import get_provider
-
-        attached = [
-            (m, t)
-            for m, t in zip(memories, tokens, strict=True)
-            if m.embedding_status == EmbeddingStatus.READY
-        ]
-        _store_tokens([m for m, _ in attached], [t for _, t in attached], get_provider().model_id)
+    if attached and any(data is not None for data in attached[1]):  # (new rows: nothing to delete)
+        _store_tokens(*attached)
     _create_relations(project, actor, pairs)
     ids = [m.id for m in memories]
     _adjust_term_stats(ids, +1)
@@ -503,12 +497,19 @@ def _insert(memories: Sequence[Memory], versions: Sequence[MemoryVersion]) -> No
         )
 
 
-def _attach_vectors(memories: Sequence[Memory], vectors: Sequence[Any]) -> None:
+def _attach_vectors(
+    memories: Sequence[Memory], vectors: Sequence[Any], tokens: Sequence[bytes | None] | None
+) -> tuple[list[Memory], list[bytes | None], str]:
+    """Give each memory the caller's vector unless its stored text differs from what was embedded
+    (a secret was redacted). Returns the memories that took one, with their tokens (none where
+    the caller has none) and the model id, for `_store_tokens` once the rows exist."""
     from apps.memories.embeddings import get_provider
 
     provider = get_provider()
     now = timezone.now()
-    for memory, vector in zip(memories, vectors, strict=True):
+    taken: list[Memory] = []
+    taken_tokens: list[bytes | None] = []
+    for memory, vector, packed in zip(memories, vectors, tokens or [None] * len(memories), strict=True):
         if memory.secrets_redacted:
             continue  # the stored text differs from what was embedded
         memory.embedding = vector
@@ -516,6 +517,9 @@ def _attach_vectors(memories: Sequence[Memory], vectors: Sequence[Any]) -> None:
         memory.embedding_dims = provider.dimensions
         memory.embedding_status = EmbeddingStatus.READY
         memory.embedded_at = now
+        taken.append(memory)
+        taken_tokens.append(packed)
+    return taken, taken_tokens, provider.model_id
 
 
 def memory_create(*, project: Project, actor: Principal, draft: MemoryDraft) -> Memory:
