@@ -8,8 +8,9 @@ No Django import.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from apps.memories.codetokens import analyze, analyze_fields, tsvector_literal
@@ -71,9 +72,12 @@ class Candidate:
     matches: dict[str, float]  # lexeme -> weighted term frequency
 
 
-def weighted_tf(positions_weights: Iterable[str]) -> float:
-    """Sum of field boosts over the occurrences of a lexeme (weights as PostgreSQL reports them)."""
-    return sum(FIELD_WEIGHTS.get(w, FIELD_WEIGHTS["D"]) for w in positions_weights)
+@functools.lru_cache(maxsize=1024)
+def weighted_tf(weights: str) -> float:
+    """Sum of field boosts over the occurrences of a lexeme, given their weights as one string
+    (`"AB"`: as the keyword statement reports them). A search reads ~700 of these and they take
+    few distinct values, so they are remembered."""
+    return sum(FIELD_WEIGHTS.get(w, FIELD_WEIGHTS["D"]) for w in weights)
 
 
 def bm25(

@@ -335,16 +335,17 @@ def keyword_path(
     if not sql:
         return [], 0.0
     candidates = []
-    row_of: dict[str, Row] = {}
+    row_of: dict[str, list] = {}
     for memory_id, doclen, hits, *row in _rows(sql, params, first=3):
         matches: dict[str, float] = {}
         for hit in hits or ():
             lexeme, _, weights = hit.rpartition(":")
             matches[lexeme] = weighted_tf(weights or "D")
-        row_of[str(memory_id)] = dict(zip(_ROW_FIELDS, row, strict=True))
-        candidates.append(Candidate(memory_id=str(memory_id), length=int(doclen or 1), matches=matches))
+        row_of[key := str(memory_id)] = row
+        candidates.append(Candidate(memory_id=key, length=int(doclen or 1), matches=matches))
     ranked = bm25(candidates, dfs, max(n_docs, 1))[:limit]
-    return [(i, score, row_of[i]) for i, score in ranked], reference_score(dfs, n_docs)
+    found = [(i, score, dict(zip(_ROW_FIELDS, row_of[i], strict=True))) for i, score in ranked]
+    return found, reference_score(dfs, n_docs)
 
 
 def graph_path(
