@@ -19,6 +19,8 @@ Then, over
   the task's embedding comes from the query cache, as the http search's does;
 
 and filtered_recall_at_10: the filtered ANN top-10 against an exact scan under the same filter.
+Everything is timed with DEBUG off, as production runs (`manage.py` defaults to the development
+settings, whose debug cursor records every statement).
 With --json the last line is one JSON object. Bench organizations are deleted unless --keep.
 """
 
@@ -30,11 +32,13 @@ import uuid
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection, transaction
 from django.db.models import FloatField
 from django.db.models.expressions import RawSQL
 from django.test import Client
+from django.test.utils import override_settings
 
 from apps.memories import late
 from apps.memories.embeddings import embed_query, get_provider
@@ -119,7 +123,8 @@ class Command(BaseCommand):
         orgs, projects = self._tenants(opts["projects"])
         try:
             self._load(memories, vectors, projects, provider.model_id, rng, base_tokens)
-            result = self._measure(corpus, bases, projects, opts["queries"], provider, rng)
+            with override_settings(DEBUG=False, ALLOWED_HOSTS=[*settings.ALLOWED_HOSTS, "127.0.0.1"]):
+                result = self._measure(corpus, bases, projects, opts["queries"], provider, rng)
         finally:
             if not opts["keep"]:
                 started = time.perf_counter()
