@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apps.memories import fusion
-from apps.memories.keyword import Candidate, bm25, reference_score
+from apps.memories.keyword import Candidate, bm25, reference_score, weighted_tf
 
 
 @pytest.mark.parametrize(
@@ -149,3 +149,11 @@ def test_local_precision_rerank_adds_identifier_evidence_to_the_score():
     ranked = fusion.local_precision_rerank(items, keep=2)
     assert [i for i, _ in ranked] == ["names-it", "close"]
     assert ranked[0][1] == pytest.approx(0.60 + fusion.IDENTIFIER_MATCH_WEIGHT)
+
+
+def test_weighted_tf_sums_the_field_boost_of_each_occurrence():
+    # citation/tags (A) and content (B) count in full, paths and modules (C) less, unlabelled (D) least
+    assert weighted_tf("AB") == pytest.approx(2.0)
+    assert weighted_tf("BCC") == pytest.approx(1.0 + 0.6 + 0.6)
+    assert weighted_tf("D") == pytest.approx(0.5)
+    assert weighted_tf("AB") == pytest.approx(2.0)  # remembered, the same answer
