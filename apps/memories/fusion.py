@@ -137,13 +137,16 @@ def neighbourhood_boost(
 ) -> dict[str, Boost]:
     """Boosts for candidates ranked top_k+1..window whose files neighbour the top results' files.
 
-    V5 adds 0.3 × neighbour_count / |top files| to the fused score. Weighted RRF scores live on a
-    1/k scale, so the boost is taken relative to the best fused score: a full neighbourhood match
-    is worth 0.3 × the leader, enough to climb into the top ten, not to take the lead.
+    V5 adds 0.3 × neighbour_count / |top files| to the fused score, where |top files| counts the
+    top results' file mentions as they come (V5's `flatMap`: a file two of them name counts
+    twice), so the boost does not grow as the top ten narrow onto fewer files. Each neighbouring
+    file counts by its strength in (0, 1]. Weighted RRF scores live on a 1/k scale, so the boost
+    is taken relative to the best fused score: a full neighbourhood match is worth 0.3 × the
+    leader, enough to climb into the top ten, not to take the lead.
     """
     if not ordered or not neighbours_of_top:
         return {}
-    top_files = {f for memory_id in ordered[:top_k] for f in files_of.get(memory_id, ())}
+    top_mentions = sum(len(files_of.get(memory_id, ())) for memory_id in ordered[:top_k])
     best = scores[ordered[0]]
     boosts: dict[str, Boost] = {}
     for memory_id in ordered[top_k:window]:
@@ -151,7 +154,7 @@ def neighbourhood_boost(
         if not hits:
             continue
         strength = sum(neighbours_of_top[f] for f in hits)
-        share = min(1.0, strength / max(len(top_files), 1))
+        share = min(1.0, strength / max(top_mentions, 1))
         boosts[memory_id] = Boost(
             factor * share * best, f"graph_neighbourhood: {', '.join(sorted(hits)[:3])}"
         )

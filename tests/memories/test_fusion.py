@@ -44,6 +44,22 @@ def test_neighbourhood_boost_lifts_only_positions_11_to_50():
     assert "near.py" in boosts["m30"].reason
 
 
+def test_neighbourhood_boost_counts_the_top_files_as_mentioned():
+    # V5 divides by the top results' file mentions with repeats: ten leaders on one file make ten
+    # mentions, so a neighbour of that file gets 0.3 × 1/10 of the leader's score, not the whole
+    # 0.3 that counting the one distinct file would give it.
+    ordered = [f"m{i}" for i in range(12)]
+    scores = {m: 1.0 - i / 100 for i, m in enumerate(ordered)}
+    files = {m: ["core/paginator.py"] for m in ordered[:10]}
+    files["m10"] = ["views/list.py"]
+    files["m11"] = ["views/list.py", "views/detail.py"]
+    boosts = fusion.neighbourhood_boost(
+        ordered, scores, files, {"views/list.py": 1.0, "views/detail.py": 0.5}
+    )
+    assert boosts["m10"].amount == pytest.approx(fusion.BOOST_FACTOR * (1.0 / 10) * scores["m0"])
+    assert boosts["m11"].amount == pytest.approx(fusion.BOOST_FACTOR * (1.5 / 10) * scores["m0"])
+
+
 def test_decay_and_weighting():
     assert fusion.decayed_confidence(0.8, age_days=60, half_life_days=60) == pytest.approx(0.4)
     assert fusion.decayed_confidence(0.8, age_days=60, half_life_days=None) == 0.8
