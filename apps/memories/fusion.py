@@ -167,11 +167,13 @@ def decayed_confidence(
     age_days: float,
     half_life_days: float | None,
     pinned: bool = False,
-    user_verified: bool = False,
 ) -> float:
-    """Confidence halved every half-life since the memory was last used; pinned and verified
-    memories and types without a half-life do not decay (V5 §18)."""
-    if pinned or user_verified or not half_life_days or age_days <= 0:
+    """Confidence halved every half-life since the memory was last used; pinned memories and
+    types without a half-life do not decay (V5 §18 `currentConfidence`). A verified memory
+    decays too: verification says it was true, not that it is still in use, and the daily
+    prune deprecates it after three unused half-lives like any other (it only escapes the hard
+    delete), so ranking fades it on the way rather than keeping it whole until it goes."""
+    if pinned or not half_life_days or age_days <= 0:
         return confidence
     return confidence * math.pow(0.5, age_days / half_life_days)
 

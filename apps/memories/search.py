@@ -73,7 +73,7 @@ RERANK_TOP = 20
 # What fusion and weighing read of each candidate: every path's statement selects these with
 # its ids (and the distance to the query vector), so no statement after the paths fetches them.
 _WEIGHT_FIELDS = (
-    "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
+    "type", "source", "confidence", "disputed", "pinned", "stale_at",
     "decay_half_life_days", "last_accessed_at", "created_at", "related_files",
 )  # fmt: skip
 _ROW_FIELDS = (*_WEIGHT_FIELDS, "distance")
@@ -589,7 +589,6 @@ def search(
             age_days=age,
             half_life_days=row["decay_half_life_days"],
             pinned=row["pinned"],
-            user_verified=row["user_verified"],
         )
         w = fusion.weighting(
             phase=phase_name,
@@ -796,7 +795,8 @@ def build_context(
 ) -> dict[str, Any]:
     """What an agent is given for a phase, task and files: the best applicable memories packed
     into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
-    whose decayed confidence is under the project's injection threshold are never injected.
+    whose decayed confidence (× 0.8 when disputed) is under the project's injection threshold
+    are never injected.
     Each injected memory is recorded as an access."""
     from apps.memories.retrieval import injection_min_confidence, session_notes
     from apps.memories.services import memories_record_access
@@ -824,7 +824,8 @@ def build_context(
             score=hit.score,
         )
         for hit in result.hits
-        if (hit.components["confidence"] or 0.0) >= minimum
+        # a disputed memory is still used, at confidence × 0.8 (seeds/003 §15)
+        if (hit.components["confidence"] or 0.0) * (hit.components["dispute"] or 1.0) >= minimum
     ]
     notes = [n["content"] for n in session_notes(session_id=session_id or None, project=project)]
     started = time.perf_counter()

@@ -7,8 +7,10 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection
+from django.db.models import Case, F, FloatField, When
 
 from apps.memories.codetokens import analyze
+from apps.memories.kinds import DISPUTE_PENALTY
 from apps.memories.models import Memory
 from apps.observer import text as T
 from apps.observer.models import Session
@@ -191,18 +193,26 @@ def step_injection(
         return {"step": step, "injection": None, "reason": "warming_up"}
     pad = load_scratchpad(session)
     seen = set(session.injected_memory_ids)
+    # A disputed memory is still used, at confidence × 0.8 (seeds/003 §15).
+    in_use = Case(
+        When(disputed=True, then=F("confidence") * DISPUTE_PENALTY),
+        default=F("confidence"),
+        output_field=FloatField(),
+    )
     applicable = (
         Memory.objects.applicable_in(session.project, principal)
-        .filter(deprecated=False, stale_at__isnull=True, confidence__gte=INJECTION_MIN_CONFIDENCE)
+        .filter(deprecated=False, stale_at__isnull=True)
+        .alias(in_use=in_use)
+        .filter(in_use__gte=INJECTION_MIN_CONFIDENCE)
         .exclude(id__in=seen)
         .only("id", "type", "content", "confidence")
     )
     files = files or pad.recent_files(5)
     if files:
         found = list(
-            applicable.filter(type__in=INJECTION_TYPES, related_files__overlap=files).order_by("-confidence")[
-                :4
-            ]
+            applicable.filter(type__in=INJECTION_TYPES, related_files__overlap=files).order_by(
+                "-in_use", "id"
+            )[:4]
         )
         if found:
             injection_record(session=session, memory_ids=[m.id for m in found], notes_upto=pad.notes_injected)
@@ -222,7 +232,7 @@ def step_injection(
         query = " | ".join("'" + w.replace("'", "''") + "'" for w in lexemes)
         known = (
             applicable.extra(where=["search_vector @@ %s::tsquery"], params=[query])
-            .order_by("-confidence")
+            .order_by("-in_use", "id")
             .first()
         )
         if known is not None:

@@ -38,6 +38,21 @@ def test_injection_threshold_follows_the_project_level(alice):
     assert injection_min_confidence(alice.project) == 0.55
 
 
+def test_context_holds_a_disputed_memory_to_its_confidence_times_0_8(alice, api_client):
+    ProjectTrust.objects.create(project=alice.project, organization=alice.org, level=TrustLevel.CAUTIOUS)
+    kept = make_memory(alice, type="gotcha", content="Refund totals are cached for 60 s.", confidence=0.85)
+    disputed = make_memory(
+        alice, type="gotcha", content="Refund totals are rounded per line.", confidence=0.85
+    )
+    memory_services.memory_feedback(memory=disputed, actor=alice.principal, kind="dispute")
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/context", {"phase": "implement", "task": "refund totals"}
+    )
+    assert response.status_code == 200, response.content
+    # Cautious injects from 0.80: 0.85 passes, a disputed 0.85 is used as 0.68 and does not
+    assert [m["id"] for m in response.json()["memories"]] == [str(kept.id)]
+
+
 @pytest.mark.parametrize(
     ("level", "stats", "expected"),
     [

@@ -160,6 +160,29 @@ def test_step_injection_waits_for_step_five_and_never_repeats_a_memory(agent, al
     assert second["injection"] is None
 
 
+def test_step_injection_holds_a_disputed_memory_to_its_confidence_times_0_8(agent, alice):
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.services import memory_create, memory_feedback
+
+    def gotcha(content: str):
+        return memory_create(
+            project=alice.project, actor=alice.principal,
+            draft=MemoryDraft(type="gotcha", content=content, related_files=["shop/pricing.py"], confidence=0.75),
+        )  # fmt: skip
+
+    gotcha("pricing.py rounds half-even")
+    disputed = gotcha("pricing.py caches tax rates per region")
+    memory_feedback(memory=disputed, actor=alice.principal, kind="dispute")
+    session = agent.open()
+    answer = agent.client.post(
+        f"sessions/{session['id']}/step-injection", {"step": 6, "files": ["shop/pricing.py"]}
+    ).json()
+    # 0.75 is over the step threshold (0.65); 0.75 × 0.8 = 0.6 is not
+    assert answer["injection"]["type"] == "gotcha_injection"
+    assert "half-even" in answer["injection"]["content"] and "tax rates" not in answer["injection"]["content"]
+    assert str(disputed.id) not in answer["injection"]["memory_ids"]
+
+
 def test_memories_served_by_context_count_as_applied_in_the_session_once(agent, alice, charlie):
     from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
