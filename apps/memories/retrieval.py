@@ -11,7 +11,7 @@ logger = logging.getLogger(__name__)
 
 
 def injection_min_confidence(project: Project) -> float:
-    """The decayed confidence a memory must exceed to be injected proactively by /context in
+    """The decayed confidence a memory needs to be injected proactively by /context in
     `project`: its trust level's threshold (apps.governance.trust), else
     settings.MEMORY_INJECTION_MIN_CONFIDENCE."""
     from apps.governance.trust import threshold_for

