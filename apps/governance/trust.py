@@ -31,10 +31,10 @@ THRESHOLDS: dict[int, float] = {
     TrustLevel.AUTONOMOUS: 0.45,
 }
 DESCRIPTIONS: dict[int, str] = {
-    TrustLevel.CAUTIOUS: "Only memories above 0.80 confidence are injected; new memories need confirmation.",
-    TrustLevel.STANDARD: "Memories above 0.65 are injected; confirming all is the default.",
-    TrustLevel.CONFIDENT: "Memories above 0.55 are injected; summaries show only what needs review.",
-    TrustLevel.AUTONOMOUS: "Memories above 0.45 are injected; summaries are suppressed. Opt-in only.",
+    TrustLevel.CAUTIOUS: "Only memories at or above 0.80 confidence are injected; new memories need confirmation.",
+    TrustLevel.STANDARD: "Memories at or above 0.65 are injected; confirming all is the default.",
+    TrustLevel.CONFIDENT: "Memories at or above 0.55 are injected; summaries show only what needs review.",
+    TrustLevel.AUTONOMOUS: "Memories at or above 0.45 are injected; summaries are suppressed. Opt-in only.",
 }
 SESSIONS_TO_STANDARD = 3
 CONFIRMED_SHARE_TO_STANDARD = 0.5

@@ -140,9 +140,10 @@ def neighbourhood_boost(
     V5 adds 0.3 × neighbour_count / |top files| to the fused score, where |top files| counts the
     top results' file mentions as they come (V5's `flatMap`: a file two of them name counts
     twice), so the boost does not grow as the top ten narrow onto fewer files. Each neighbouring
-    file counts by its strength in (0, 1]. Weighted RRF scores live on a 1/k scale, so the boost
-    is taken relative to the best fused score: a full neighbourhood match is worth 0.3 × the
-    leader, enough to climb into the top ten, not to take the lead.
+    file counts by its strength in (0, 1] (V5's overview writes neighbour_count / 10: about the
+    same for ten memories of a file or so each). Weighted RRF scores live on a 1/k scale, so the
+    boost is taken relative to the best fused score, and at most 0.3 × the leader: enough to
+    climb into the top ten, not to take the lead.
     """
     if not ordered or not neighbours_of_top:
         return {}
@@ -167,13 +168,15 @@ def decayed_confidence(
     age_days: float,
     half_life_days: float | None,
     pinned: bool = False,
+    user_verified: bool = False,
 ) -> float:
     """Confidence halved every half-life since the memory was last used; pinned memories and
-    types without a half-life do not decay (V5 §18 `currentConfidence`). A verified memory
-    decays too: verification says it was true, not that it is still in use, and the daily
-    prune deprecates it after three unused half-lives like any other (it only escapes the hard
-    delete), so ranking fades it on the way rather than keeping it whole until it goes."""
-    if pinned or not half_life_days or age_days <= 0:
+    types without a half-life do not decay (V5 §18 `currentConfidence`), nor, here, verified
+    ones: the clock restarts only when a memory is injected, and a decayed memory is no longer
+    injected, so a memory a person vouched for would drop out of /context for good (a taught
+    gotcha at 0.9 falls under Cautious's 0.80 in ten unused days). The daily prune still retires
+    a verified memory unused for three half-lives, as the issue specifies (never pinned ones)."""
+    if pinned or user_verified or not half_life_days or age_days <= 0:
         return confidence
     return confidence * math.pow(0.5, age_days / half_life_days)
 

@@ -73,7 +73,7 @@ RERANK_TOP = 20
 # What fusion and weighing read of each candidate: every path's statement selects these with
 # its ids (and the distance to the query vector), so no statement after the paths fetches them.
 _WEIGHT_FIELDS = (
-    "type", "source", "confidence", "disputed", "pinned", "stale_at",
+    "type", "source", "confidence", "disputed", "pinned", "user_verified", "stale_at",
     "decay_half_life_days", "last_accessed_at", "created_at", "related_files",
 )  # fmt: skip
 _ROW_FIELDS = (*_WEIGHT_FIELDS, "distance")
@@ -589,6 +589,7 @@ def search(
             age_days=age,
             half_life_days=row["decay_half_life_days"],
             pinned=row["pinned"],
+            user_verified=row["user_verified"],
         )
         w = fusion.weighting(
             phase=phase_name,

