@@ -92,6 +92,7 @@ def bm25(
         return []
     n_docs = max(n_docs, 1)
     avgdl = avg_length or (sum(c.length for c in candidates) / len(candidates)) or 1.0
+    idf_of: dict[str, float] = {}  # once per term, not per candidate holding it
     scored = []
     for cand in candidates:
         norm = K1 * (1 - B + B * cand.length / avgdl)
@@ -99,7 +100,10 @@ def bm25(
         for term, tf in cand.matches.items():
             if tf <= 0:
                 continue
-            score += idf(term_df.get(term, 1), n_docs) * tf * (K1 + 1) / (tf + norm)
+            weight = idf_of.get(term)
+            if weight is None:
+                weight = idf_of[term] = idf(term_df.get(term, 1), n_docs)
+            score += weight * tf * (K1 + 1) / (tf + norm)
         scored.append((cand.memory_id, score))
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored
