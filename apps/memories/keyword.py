@@ -92,7 +92,8 @@ def bm25(
         return []
     n_docs = max(n_docs, 1)
     avgdl = avg_length or (sum(c.length for c in candidates) / len(candidates)) or 1.0
-    idf_of: dict[str, float] = {}  # once per term, not per candidate holding it
+    idf_of = {term: idf(df, n_docs) for term, df in term_df.items()}  # once per term
+    rare = idf(1, n_docs)
     scored = []
     for cand in candidates:
         norm = K1 * (1 - B + B * cand.length / avgdl)
@@ -100,10 +101,7 @@ def bm25(
         for term, tf in cand.matches.items():
             if tf <= 0:
                 continue
-            weight = idf_of.get(term)
-            if weight is None:
-                weight = idf_of[term] = idf(term_df.get(term, 1), n_docs)
-            score += weight * tf * (K1 + 1) / (tf + norm)
+            score += idf_of.get(term, rare) * tf * (K1 + 1) / (tf + norm)
         scored.append((cand.memory_id, score))
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored
