@@ -167,6 +167,9 @@ class FeedbackIn(InputSchema):
 def memories_create(request, project_id: UUID, payload: BatchIn | MemoryIn):
     """Store one memory, or `{"memories": [...]}` — up to 500 in one transaction (all or none)."""
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_WRITE)
+    batch = payload.memories if isinstance(payload, BatchIn) else [payload]
+    if any(m.pinned for m in batch):  # (as a PATCH that pins)
+        require(request.auth, project.organization_id, Perm.MEMORIES_REVIEW)
     if isinstance(payload, BatchIn):
         drafts = [MemoryDraft.model_validate(m.model_dump()) for m in payload.memories]
         created = services.memories_create_batch(project=project, actor=request.auth, drafts=drafts)
@@ -205,7 +208,7 @@ def memories_patch(request, memory_id: UUID, payload: MemoryPatch):
     """Change fields; every change is a new version, a content change re-embeds."""
     memory = _writable(request, memory_id)
     changes = payload.model_dump(exclude_unset=True)
-    if changes.get("pinned") is not None or changes.get("deprecated") is not None:
+    if selectors.steward_fields(changes):
         require(request.auth, memory.organization_id, Perm.MEMORIES_REVIEW)
     memory = services.memory_update(memory=memory, actor=request.auth, changes=changes)
     return selectors.memories_by_ids([memory.id])[0]

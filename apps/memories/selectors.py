@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
@@ -109,6 +110,15 @@ def is_author(*, principal: Principal, memory: Memory) -> bool:
     if principal.api_key is not None and memory.created_by_key_id == principal.api_key.pk:
         return True
     return principal.user is not None and memory.owner_id == principal.user.pk
+
+
+STEWARD_FIELDS = ("pinned", "deprecated")
+
+
+def steward_fields(changes: Mapping[str, Any]) -> list[str]:
+    """The fields among `changes` that only a steward sets (`memories:review`): pinning and
+    deprecating, either way. A new memory's `pinned: false` is no change (send None for it)."""
+    return [name for name in STEWARD_FIELDS if changes.get(name) is not None]
 
 
 def _encode_cursor(memory: Memory) -> str:

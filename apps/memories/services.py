@@ -215,8 +215,12 @@ def embedding_text(memory: Memory) -> str:
     )
 
 
+# What embedding_text reads of a memory.
+_EMBEDDED_FIELDS = ("type", "content", "related_files", "related_modules", "context_prefix", "payload")
+
+
 def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
-    """Compute and store embeddings for these memories (idempotent). Returns how many are ready."""
+    """Compute and store embeddings for these memories (idempotent). Returns how many it stored."""
     from apps.memories.embeddings import embed_cached_with_tokens, get_provider
 
     memories = list(Memory.objects.filter(id__in=list(memory_ids)))
@@ -224,34 +228,50 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
         return 0
     provider = get_provider()
     now = timezone.now()
+    texts = [embedding_text(m) for m in memories]
     try:
-        vectors, tokens = embed_cached_with_tokens([embedding_text(m) for m in memories], provider)
+        vectors, tokens = embed_cached_with_tokens(texts, provider)
     except Exception as exc:
         logger.exception("Embedding %d memories failed", len(memories))
         Memory.objects.filter(id__in=[m.id for m in memories]).update(
             embedding_status=EmbeddingStatus.FAILED, embedding_error=str(exc)[:300]
         )
         return 0
-    for memory, vector in zip(memories, vectors, strict=True):
-        memory.embedding = vector
-        memory.embedding_model = provider.model_id
-        memory.embedding_dims = provider.dimensions
-        memory.embedding_status = EmbeddingStatus.READY
-        memory.embedding_error = ""
-        memory.embedded_at = now
-    Memory.objects.bulk_update(
-        memories,
-        [
-            "embedding",
-            "embedding_model",
-            "embedding_dims",
-            "embedding_status",
-            "embedding_error",
-            "embedded_at",
-        ],
-        batch_size=500,
-    )
-    _store_tokens(memories, tokens, provider.model_id)
+    with transaction.atomic():
+        # An edit while the model ran (from the API, or seen by another worker) changed what a
+        # memory says: a vector is stored only for the text the memory holds now, under its row
+        # lock; the edit's own task embeds the new text.
+        holding = (
+            Memory.objects.select_for_update()
+            .filter(id__in=[m.id for m in memories])
+            .only(*_EMBEDDED_FIELDS)
+            .order_by("id")
+        )
+        now_text = {m.id: embedding_text(m) for m in holding}
+        kept = [
+            i for i, (m, text) in enumerate(zip(memories, texts, strict=True)) if now_text.get(m.id) == text
+        ]
+        memories = [memories[i] for i in kept]
+        for memory, i in zip(memories, kept, strict=True):
+            memory.embedding = vectors[i]
+            memory.embedding_model = provider.model_id
+            memory.embedding_dims = provider.dimensions
+            memory.embedding_status = EmbeddingStatus.READY
+            memory.embedding_error = ""
+            memory.embedded_at = now
+        Memory.objects.bulk_update(
+            memories,
+            [
+                "embedding",
+                "embedding_model",
+                "embedding_dims",
+                "embedding_status",
+                "embedding_error",
+                "embedded_at",
+            ],
+            batch_size=500,
+        )
+        _store_tokens(memories, [tokens[i] for i in kept], provider.model_id)
     return len(memories)
 
 
@@ -630,6 +650,10 @@ def memory_update(
         if getattr(memory, name) != value:
             setattr(memory, name, value)
             changed.add(name)
+    # A half-life that was the old type's default becomes the new type's (one set by hand stays).
+    by_type = memory.decay_half_life_days == default_half_life(current["type"])
+    if "type" in changed and "decay_half_life_days" not in changes and by_type:
+        changes = {**changes, "decay_half_life_days": default_half_life(memory.type)}
     for name in ("needs_review", "pinned", "decay_half_life_days"):
         if name in changes and getattr(memory, name) != changes[name]:
             setattr(memory, name, changes[name])
@@ -676,7 +700,7 @@ def memory_feedback(
     """Record feedback and apply it.
 
     confirm → user_verified, review cleared; correct → new content (old kept in history),
-    verified; flag → confidence −0.2 and needs_review; dispute → disputed (retrieval ×0.8) and
+    verified and review cleared (unless the correction held a secret); flag → confidence −0.2 and needs_review; dispute → disputed (retrieval ×0.8) and
     needs_review; used / helpful → counters only.
     """
     kind = FeedbackKind(kind).value
@@ -694,8 +718,11 @@ def memory_feedback(
     if kind == FeedbackKind.CORRECT:
         if not content or not content.strip():
             raise Invalid("A correction needs the corrected content.", details={"field": "content"})
+        _, kinds = _redacted_fields({"content": content})
         memory = memory_update(memory=memory, actor=actor, changes={"content": content}, change="corrected")
-        Memory.objects.filter(pk=memory.pk).update(user_verified=True, needs_review=False)
+        # A person's correction is verified and ends the review, unless it brought a secret along
+        # (redacted, as in any write): that one waits for a steward.
+        Memory.objects.filter(pk=memory.pk).update(user_verified=not kinds, needs_review=bool(kinds))
         MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
         memory.refresh_from_db()
         return memory
@@ -717,6 +744,7 @@ def memory_feedback(
         changed = {"confidence", "needs_review", "flag_count"}
     elif kind == FeedbackKind.DISPUTE:
         memory.disputed, memory.needs_review = True, True
+        MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
         changed = {"disputed", "needs_review"}
     _save_change(memory, actor, f"feedback_{kind}", changed)
     if newly_needs_review:
@@ -745,7 +773,9 @@ def memory_reinforce(
 
 def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
     """Each injection is an access: after 5 uncorrected accesses confidence +0.05 (cap 0.95),
-    after 10 needs_review clears (V5 §18). One statement; no version bump (bookkeeping only).
+    after 10 needs_review clears (V5 §18) — not for a memory whose review is a steward's (a
+    redacted secret, an open dispute, an observer memory tainted by outside text). One
+    statement; no version bump (bookkeeping only).
     The counts go to the narrow usage rows; a memory row is written only for those of its
     memories whose confidence or review flag the access changes.
 
@@ -774,12 +804,13 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
                     WHEN counted.n %% %s = 0 AND confidence < %s THEN least(%s, confidence + %s)
                     ELSE confidence END,
                 needs_review = CASE
-                    WHEN counted.n >= %s AND NOT secrets_redacted AND NOT ('obs:tainted' = ANY(tags))
+                    WHEN counted.n >= %s AND NOT secrets_redacted AND NOT disputed
+                        AND NOT ('obs:tainted' = ANY(tags))
                     THEN false ELSE needs_review END
             FROM counted
             WHERE m.id = counted.memory_id AND (
                 (counted.n %% %s = 0 AND m.confidence < %s)
-                OR (counted.n >= %s AND m.needs_review AND NOT m.secrets_redacted
+                OR (counted.n >= %s AND m.needs_review AND NOT m.secrets_redacted AND NOT m.disputed
                     AND NOT ('obs:tainted' = ANY(m.tags)))
             )
             """,

@@ -220,6 +220,7 @@ def sessions_open(request, project_id: UUID, payload: SessionIn):
         if session.ab_group == "control"
         else selectors.start_context(session=session, principal=request.auth, files=payload.files)
     )
+    services.start_injection_record(start)
     session.start_context = start
     return Status(201, session)
 

@@ -21,6 +21,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.memories import services as memory_services
 from apps.observer import promotion
 from apps.observer import text as T
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
@@ -461,6 +462,9 @@ def context_injection_record(*, session_id: str | UUID, project: Project, memory
 
 
 def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
+    """Step injection gave the session these memories (and its notes up to `notes_upto`): each
+    memory counts as applied in the session, and as an access (its decay clock restarts; seeds/003
+    §18: every injection is one)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -473,6 +477,17 @@ def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: in
     hit = _pads.get(session.id)
     if hit is not None:
         hit[1].notes_injected = notes_upto
+    memory_services.memories_record_access(memory_ids=memory_ids)
+
+
+def start_injection_record(start_context: dict[str, Any]) -> None:
+    """What session start hands the agent (workflow recipes, the work unit's work-state memory)
+    is injected: each memory counts as an access."""
+    ids = [recipe["id"] for recipe in start_context.get("recipes", [])]
+    state = start_context.get("work_state") or {}
+    if "memory_id" in state:  # (resuming from a past session's notes names no memory)
+        ids.append(state["memory_id"])
+    memory_services.memories_record_access(memory_ids=ids)
 
 
 # ---------------------------------------------------------------- git cold start

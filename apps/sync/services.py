@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.memories.models import Memory, MemoryVersion
+from apps.memories.selectors import steward_fields
 from apps.memories.services import memory_create, memory_delete, memory_update
 from apps.sync.models import PushRef
 from apps.sync.selectors import memory_payload
@@ -91,9 +92,19 @@ def _delete(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[st
     return _result("applied", id=str(memory.id))
 
 
+def _refused(memory: Memory) -> dict[str, Any]:
+    """Not this actor's to change: nothing applied; the server's copy undoes the device's edit."""
+    return _result("forbidden", id=str(memory.id), server=memory_payload(memory))
+
+
+def may_steward(actor: Principal, organization_id) -> bool:
+    """Pin, deprecate (either way) or delete another's memory: `memories:review`, as in the API."""
+    return actor.has(organization_id, Perm.MEMORIES_REVIEW)
+
+
 def can_delete(actor: Principal, memory: Memory) -> bool:
     own = actor.user is not None and memory.owner_id == actor.user.pk
-    return own or actor.has(memory.organization_id, Perm.MEMORIES_REVIEW)
+    return own or may_steward(actor, memory.organization_id)
 
 
 @transaction.atomic
@@ -106,16 +117,20 @@ def push_apply(
     for change in changes:
         op = change["op"]
         if op == "create":
-            results.append(_create(project, actor, change))
+            pins = change["memory"].pinned and not may_steward(actor, project.organization_id)
+            results.append(
+                _result("forbidden", ref=change["ref"]) if pins else _create(project, actor, change)
+            )
             continue
         memory = memories.get(change["id"])
         if memory is None:
             status = "gone" if op == "delete" else "not_found"
             results.append(_result(status, id=change["id"]))
         elif op == "update":
-            results.append(_update(memory, actor, change))
+            forbidden = steward_fields(change["fields"]) and not may_steward(actor, memory.organization_id)
+            results.append(_refused(memory) if forbidden else _update(memory, actor, change))
         elif not can_delete(actor, memory):
-            results.append(_result("forbidden", id=change["id"]))
+            results.append(_refused(memory))
         else:
             results.append(_delete(memory, actor, change))
     device_seen(actor)

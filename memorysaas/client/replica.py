@@ -77,12 +77,21 @@ class SyncClient:
         return response.json()["results"]
 
 
+# What `get` returns of a stored memory (all but its vector), and which of it are flags.
+_FLAGS = ("pinned", "deprecated", "disputed", "stale", "needs_review")
+_FIELDS = (
+    "id", "type", "content", "scope", "source", "confidence", "tags", "related_files", *_FLAGS,
+    "version", "updated_at", "embedding_model",
+)  # fmt: skip
+
+
 @dataclass
 class SyncReport:
     pushed: int = 0
     pulled: int = 0
     deleted: int = 0
     conflicts: int = 0
+    forbidden: int = 0  # changes the server refused (pinning, deprecating or deleting needs a steward)
 
 
 class Replica:
@@ -97,17 +106,15 @@ class Replica:
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         row = self.db.execute(
-            "SELECT id, type, content, tags, related_files, version, confidence FROM memories WHERE id = ?",
-            (memory_id,),
+            f"SELECT {', '.join(_FIELDS)} FROM memories WHERE id = ?", (memory_id,)
         ).fetchone()
         if row is None:
             return None
-        keys = ("id", "type", "content", "tags", "related_files", "version", "confidence")
-        memory = dict(zip(keys, row, strict=True))
-        memory["tags"], memory["related_files"] = (
-            json.loads(memory["tags"]),
-            json.loads(memory["related_files"]),
-        )
+        memory = dict(zip(_FIELDS, row, strict=True))
+        for name in ("tags", "related_files"):
+            memory[name] = json.loads(memory[name])
+        for name in _FLAGS:
+            memory[name] = bool(memory[name])
         return memory
 
     def count(self) -> int:
@@ -207,7 +214,13 @@ class Replica:
         changes = [json.loads(change) for _, change in queued]
         results = client.push(self.project_id, changes)
         for change, result in zip(changes, results, strict=True):
-            if change["op"] == "create" and result["status"] == "applied":
+            if result["status"] == "forbidden":  # not ours to do: the server's copy again
+                report.forbidden += 1
+                if change["op"] == "create":
+                    self._remove(change["ref"])
+                else:
+                    self._store(result["server"])
+            elif change["op"] == "create" and result["status"] == "applied":
                 self._remove(change["ref"])  # the pull brings it back under its server id
             elif result["status"] == "conflict":
                 local = self.get(change["id"]) or {}

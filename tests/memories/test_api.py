@@ -155,6 +155,21 @@ def test_roles_decide_writes(alice, bob, person_with_role, api_client):
     assert not Memory.objects.filter(id__in=[memory.id, own["id"]]).exists()
 
 
+def test_creating_a_pinned_memory_is_a_stewards_call_like_pinning_one(
+    person_with_role, bob, api_client, session_client
+):
+    url = f"projects/{bob.project.id}/memories"
+    as_bob = api_client(bob.key)
+    assert as_bob.post(url, _body(pinned=True)).status_code == 403
+    batch = {"memories": [_body(content="plain"), _body(content="pinned", pinned=True)]}
+    assert as_bob.post(url, batch).status_code == 403
+    assert not Memory.objects.filter(project=bob.project).exists()  # nothing of the batch either
+    assert as_bob.post(url, _body(pinned=False)).status_code == 201
+    steward = session_client(person_with_role(Role.STEWARD), enforce_csrf=False)
+    created = steward.post(url, _body(content="Pinned by a steward.", pinned=True))
+    assert created.status_code == 201 and created.json()["pinned"]
+
+
 def test_scope_visibility(alice, bob, org_a, api_client, session_client):
     team = TeamFactory(organization=org_a)
     team_project = ProjectFactory(organization=org_a, team=team)

@@ -156,6 +156,29 @@ def test_a_failed_memory_is_ready_once_the_provider_works_again(alice, monkeypat
     assert memory.embedding_status == EmbeddingStatus.READY and memory.embedding_error == ""
 
 
+def test_a_vector_of_text_edited_while_the_model_ran_is_not_stored(alice, monkeypatch):
+    memory = make_memory(alice, content="Retries use exponential backoff.")
+
+    class EditedMeanwhile(HashingEmbeddings):
+        def embed(self, texts: list[str]) -> np.ndarray:
+            if not Memory.objects.filter(id=memory.id, content__startswith="Retries stop").exists():
+                services.memory_update(
+                    memory=Memory.objects.get(id=memory.id),
+                    actor=alice.principal,
+                    changes={"content": "Retries stop after five attempts."},
+                )
+            return super().embed(texts)
+
+    provider = EditedMeanwhile()
+    monkeypatch.setattr(embeddings, "get_provider", lambda: provider)
+    EmbeddingCache.objects.all().delete()  # (so the model runs)
+    assert services.memories_embed([memory.id]) == 0  # it embedded the old text: dropped
+    memory.refresh_from_db()  # what the edit's own task stored (in this sync setup, at once) stays
+    expected = provider.embed([services.embedding_text(memory)])[0]
+    assert memory.embedding_status == EmbeddingStatus.READY
+    assert np.allclose(np.asarray(memory.embedding, dtype=np.float32), expected, atol=1e-6)
+
+
 def test_vectors_of_another_model_are_never_compared(alice):
     same = make_memory(alice, content="verifyJwt rejects tokens with clock skew.")
     other = make_memory(alice, content="verifyJwt rejects tokens with clock skew, always.")

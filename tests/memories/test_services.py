@@ -7,6 +7,7 @@ from django.db import connection
 from apps.memories import selectors, services
 from apps.memories.models import EmbeddingStatus, Memory, MemoryVersion, TermStat
 from apps.tenants.principal import Principal
+from tests.factories import ProjectFactory
 from tests.memories.factories import draft, make_memory
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -35,6 +36,22 @@ def test_dex_alias_maps_to_v5_type(alice):
     assert make_memory(alice, type="fix").type == "error_pattern"
 
 
+def test_a_new_type_brings_its_half_life_unless_one_was_set_by_hand(alice):
+    memory = make_memory(alice, type="work_state", content="Halfway through the billing refactor.")
+    assert memory.decay_half_life_days == 7
+    memory = services.memory_update(memory=memory, actor=alice.principal, changes={"type": "decision"})
+    assert memory.decay_half_life_days is None  # a decision does not decay
+    memory = services.memory_update(memory=memory, actor=alice.principal, changes={"type": "gotcha"})
+    assert memory.decay_half_life_days == 60
+    custom = make_memory(alice, type="gotcha", content="Set by hand.", decay_half_life_days=15)
+    custom = services.memory_update(memory=custom, actor=alice.principal, changes={"type": "dead_end"})
+    assert custom.decay_half_life_days == 15
+    both = services.memory_update(
+        memory=custom, actor=alice.principal, changes={"type": "work_state", "decay_half_life_days": 3}
+    )
+    assert both.decay_half_life_days == 3
+
+
 def test_update_bumps_version_and_reindexes(alice):
     memory = make_memory(alice)
     services.memory_update(
@@ -59,13 +76,18 @@ def test_reinforce_adds_provenance_and_confidence(alice):
 
 
 def test_files_renamed_and_deleted(alice):
-    moved = make_memory(alice, related_files=["a/old.py", "b.py"])
+    relation = {"relation_type": "validates", "target_file_path": "a/old.py"}
+    moved = make_memory(alice, related_files=["a/old.py", "b.py"], relations=[relation])
     gone = make_memory(alice, related_files=["c/dead.py"])
+    elsewhere = make_memory(alice, project=ProjectFactory(organization=alice.project.organization),
+                            related_files=["a/old.py"], relations=[relation])  # fmt: skip
     assert services.memories_files_renamed(project=alice.project, renames={"a/old.py": "a/new.py"}) == 1
     assert services.memories_files_deleted(project=alice.project, paths=["c/dead.py"]) == 1
     moved.refresh_from_db()
     gone.refresh_from_db()
     assert moved.related_files == ["a/new.py", "b.py"]
+    assert [r.target_file_path for r in moved.relations.all()] == ["a/new.py"]
+    assert [r.target_file_path for r in elsewhere.relations.all()] == ["a/old.py"]  # another project's tree
     assert gone.stale_at is not None and moved.stale_at is None
 
 

@@ -86,6 +86,29 @@ def test_a_flag_or_correction_restarts_the_uncorrected_count(alice):
     assert (memory.access_count, memory.uncorrected_access_count) == (8, 0)
 
 
+def test_a_dispute_restarts_the_count_and_keeps_its_review_however_often_it_is_used(alice):
+    memory = make_memory(alice, confidence=0.8)
+    _access(memory, 9)
+    services.memory_feedback(memory=memory, actor=alice.principal, kind="dispute")
+    assert Memory.objects.get(id=memory.id).uncorrected_access_count == 0
+    _access(memory, 12)
+    memory.refresh_from_db()
+    assert memory.disputed and memory.needs_review  # the steward's, not the access count's
+    assert memory.uncorrected_access_count == 12
+
+
+def test_a_correction_that_brings_a_secret_along_stays_in_review_unverified(alice):
+    memory = make_memory(alice, confidence=0.8, needs_review=True)
+    leaked = "Use the key sk-ant-api03-" + "b" * 40 + " for the staging API."
+    memory = services.memory_feedback(memory=memory, actor=alice.principal, kind="correct", content=leaked)
+    assert "[REDACTED:" in memory.content and memory.secrets_redacted
+    assert memory.needs_review and not memory.user_verified
+    clean = services.memory_feedback(
+        memory=memory, actor=alice.principal, kind="correct", content="Staging reads its key from the vault."
+    )
+    assert not clean.needs_review and clean.user_verified
+
+
 def test_reinforcing_restarts_the_decay_clock(alice):
     memory = make_memory(alice)
     assert memory.last_accessed_at is None  # the clock runs from created_at

@@ -208,6 +208,31 @@ def test_memories_served_by_context_count_as_applied_in_the_session_once(agent, 
     assert Session.objects.get(id=other.id).injected_memory_ids == []
 
 
+def test_what_step_injection_and_session_start_hand_over_counts_as_accesses(agent, alice):
+    from tests.memories.factories import make_memory
+
+    gotcha = make_memory(alice, content="Refund webhooks arrive twice; dedupe on event id.",
+                         related_files=["shop/refunds.py"], confidence=0.9)  # fmt: skip
+    recipe = make_memory(
+        alice, type="workflow_recipe", content="Refunds: edit the service, then run the tests.",
+        payload={"task_pattern": "add refunds", "steps": [{"order": 1, "description": "edit shop/refunds.py"}]},
+    )  # fmt: skip
+    unit = {"hierarchy": ["epic_9", "story_9_2"]}
+    state = make_memory(alice, type="work_state", content="Refund emails half done.", work_unit_ref=unit)
+    session = agent.open(task="add refunds", work_unit=unit)
+    assert [r["id"] for r in session["start_context"]["recipes"]] == [str(recipe.id)]
+    assert session["start_context"]["work_state"]["memory_id"] == str(state.id)
+    answer = agent.client.post(
+        f"sessions/{session['id']}/step-injection", {"step": 6, "files": ["shop/refunds.py"]}
+    ).json()
+    assert answer["injection"]["memory_ids"] == [str(gotcha.id)]
+    used = {
+        m.id: m
+        for m in Memory.objects.select_related("usage_row").filter(id__in=[gotcha.id, recipe.id, state.id])
+    }
+    assert all(m.access_count == 1 and m.last_accessed_at is not None for m in used.values())
+
+
 def test_step_injection_short_circuits_a_search_for_something_known(agent, alice):
     from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create

@@ -78,6 +78,25 @@ def test_offline_work_comes_back_and_conflicts_wait_for_a_person(alice, device):
     assert Memory.objects.get(id=shared.id).content == "Server wins?"
 
 
+def test_an_edit_the_server_refuses_gives_way_to_the_servers_copy(alice, bob, tmp_path):
+    memory = make_memory(alice, content="Retry webhooks with backoff.", type="pattern")
+    client = SyncClient(
+        "http://testserver", bob.key, transport=httpx.WSGITransport(app=get_wsgi_application())
+    )
+    replica = Replica(str(tmp_path / "bob.db"), project_id=str(alice.project.id))
+    replica.sync(client)
+    replica.edit(str(memory.id), pinned=True)  # a member may not pin
+    local = replica.remember(type="gotcha", content="Pinned on the train.")
+    replica.edit(local, pinned=True)  # folded into its create
+    assert replica.get(str(memory.id))["pinned"]
+
+    report = replica.sync(client)
+    assert (report.pushed, report.forbidden) == (2, 2)
+    assert not replica.get(str(memory.id))["pinned"] and replica.get(local) is None
+    assert not Memory.objects.get(id=memory.id).pinned
+    assert not Memory.objects.filter(content="Pinned on the train.").exists()
+
+
 def test_a_retried_push_after_a_lost_answer_creates_nothing_twice(alice, device, monkeypatch):
     replica, client = device
     replica.remember(type="gotcha", content="Flaky test: order of dict keys.")

@@ -227,6 +227,26 @@ def test_deletes_need_the_current_version_and_the_right_to_delete(alice, bob, ap
     assert gone["status"] == "gone"
 
 
+def test_pinning_and_deprecating_from_a_device_need_a_steward(alice, bob, api_client):
+    memory = make_memory(alice, content="Keep the cache warm.", type="gotcha")
+    changes = [
+        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"pinned": True}},
+        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"deprecated": True}},
+        {
+            "op": "create",
+            "ref": "p",
+            "memory": {"type": "gotcha", "content": "Pinned offline.", "pinned": True},
+        },
+        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"tags": ["cache"]}},
+    ]
+    results = push(api_client(bob.key), alice.project, changes)["results"]
+    assert [r["status"] for r in results] == ["forbidden", "forbidden", "forbidden", "applied"]
+    assert results[0]["server"]["pinned"] is False and results[0]["server"]["version"] == 1
+    memory.refresh_from_db()
+    assert (memory.pinned, memory.deprecated, memory.tags, memory.version) == (False, False, ["cache"], 2)
+    assert not Memory.objects.filter(content="Pinned offline.").exists()
+
+
 @pytest.mark.parametrize(
     "bad",
     [
