@@ -9,8 +9,8 @@ from uuid import UUID
 from ninja import Field, Query, Router, Status
 from pydantic import model_validator
 
-from apps.memories import selectors, services
-from apps.memories.drafts import MAX_BATCH, MAX_CONTENT_CHARS, MemoryDraft, WorkUnitRef
+from apps.memories import fusion, selectors, services
+from apps.memories.drafts import MAX_BATCH, MAX_CONTENT_CHARS, MAX_HALF_LIFE_DAYS, MemoryDraft, WorkUnitRef
 from apps.memories.kinds import Scope
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
 from apps.memories.packing import citation
@@ -136,7 +136,7 @@ class MemoryPatch(InputSchema):
     needs_review: bool | None = None
     pinned: bool | None = None
     deprecated: bool | None = None
-    decay_half_life_days: float | None = Field(None, gt=0)
+    decay_half_life_days: float | None = Field(None, gt=0, le=MAX_HALF_LIFE_DAYS)
     work_unit_ref: WorkUnitRef | None = None
     methodology: str | None = Field(None, max_length=40)
     commit_sha: str | None = Field(None, max_length=64)
@@ -341,7 +341,7 @@ class ContextIn(InputSchema):
 
     @model_validator(mode="after")
     def needs_something(self) -> ContextIn:
-        if not self.task.strip() and not self.files:
+        if not self.task.strip() and not fusion.clean_paths(self.files):
             raise ValueError("send a task, files, or both")
         return self
 

@@ -16,6 +16,9 @@ from apps.memories.kinds import RelationKind, Scope, Source, normalize_type
 from apps.memories.payloads import PayloadError, validate_payload
 
 MAX_CONTENT_CHARS = 4000
+# A century: longer is "never decays" in all but name (leave it unset, or pin), and three of it
+# still lands inside PostgreSQL's timestamp range when the daily job looks back that far.
+MAX_HALF_LIFE_DAYS = 36_500
 MAX_CITATION_CHARS = 40
 MAX_BATCH = 500
 
@@ -81,7 +84,7 @@ class MemoryDraft(BaseModel):
     work_unit_ref: WorkUnitRef | None = None
     methodology: str = Field("", max_length=40)
     commit_sha: str = Field("", max_length=64)
-    decay_half_life_days: float | None = Field(None, gt=0)
+    decay_half_life_days: float | None = Field(None, gt=0, le=MAX_HALF_LIFE_DAYS)
     chunk_type: str = Field("", pattern=r"^(|function|class|module|prose)$")
     chunk_start_line: int | None = Field(None, ge=1)
     chunk_end_line: int | None = Field(None, ge=1)

@@ -67,9 +67,9 @@ def detect_query_kind(query: str, files: Sequence[str] = ()) -> str:
         return "identifier"
     if files:
         lowered = query.lower()
-        if _STRUCTURAL_WORDS.search(query) or any(f.lower() in lowered for f in files):
+        if _STRUCTURAL_WORDS.search(query) or any(f and f.lower() in lowered for f in files):
             return "structural"
-        if any(f.rsplit("/", 1)[-1].lower() in lowered for f in files):
+        if any((name := f.rsplit("/", 1)[-1].lower()) and name in lowered for f in files):
             return "structural"
     return "semantic"
 
@@ -149,6 +149,8 @@ def neighbourhood_boost(
         return {}
     top_mentions = sum(len(files_of.get(memory_id, ())) for memory_id in ordered[:top_k])
     best = scores[ordered[0]]
+    if best <= 0:  # nothing relevant to be near (a share of a negative leader would push down)
+        return {}
     boosts: dict[str, Boost] = {}
     for memory_id in ordered[top_k:window]:
         hits = [f for f in files_of.get(memory_id, ()) if f in neighbours_of_top]
@@ -209,7 +211,11 @@ WEIGHT_EXPONENT = 0.25
 
 
 def weighted_score(relevance: float, factor: float) -> float:
-    return relevance * prior(factor)
+    """Relevance weighed by the prior, so that a better prior always scores higher: a negative
+    relevance (a cosine below zero, with little else) is divided by it rather than multiplied,
+    which would rank the least trusted of two such memories first."""
+    weight = prior(factor)
+    return relevance * weight if relevance >= 0 else relevance / max(weight, 1e-3)
 
 
 def prior(factor: float) -> float:
@@ -218,6 +224,13 @@ def prior(factor: float) -> float:
 
 
 _FILE_PATH = re.compile(r"(?<![\w/.])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b")
+
+
+def clean_paths(files: Sequence[str]) -> list[str]:
+    """File paths as the pipeline compares them: trimmed, without a leading `./` or a trailing
+    `/`, no empty ones (`"./"`, `" "`), each once."""
+    cleaned = (f.strip().removeprefix("./").strip().rstrip("/") for f in files if f)
+    return list(dict.fromkeys(f for f in cleaned if f))
 
 
 def files_in_query(query: str) -> list[str]:

@@ -16,7 +16,7 @@ pipeline runs again with the combined vector. Only semantic queries get it: iden
 are answered by exact names (a made-up answer can only add wrong ones), structural ones by the
 graph. One chat call with a tight token cap and timeout; any failure keeps the plain results and
 pauses HyDE for a short while, so a dead endpoint does not cost every query its timeout. Answers
-are cached by query text.
+are cached by query text, per organization.
 """
 
 from __future__ import annotations
@@ -79,13 +79,14 @@ _STATE = _State()
 reset = _STATE.reset
 
 
-def _key(query: str) -> str:
-    return hashlib.sha256(f"{settings.OPENAI_CHAT_MODEL}:{query.strip()}".encode()).hexdigest()
+def _key(query: str, tenant: str) -> str:
+    return hashlib.sha256(f"{tenant}:{settings.OPENAI_CHAT_MODEL}:{query.strip()}".encode()).hexdigest()
 
 
-def hypothetical(query: str, kind: str, scores: list[float]) -> Outcome:
-    """The hypothetical memory for `query` (cached by query text), or why there is none:
-    `scores` are the plain pipeline's final result scores, best first."""
+def hypothetical(query: str, kind: str, scores: list[float], *, tenant: str = "") -> Outcome:
+    """The hypothetical memory for `query` (cached by query text within `tenant`, the searching
+    organization: a `cached` answer must not tell one organization what another asked), or why
+    there is none: `scores` are the plain pipeline's final result scores, best first."""
     if not llm_configured():
         return Outcome("not_configured")
     if not settings.SEARCH_HYDE:
@@ -94,7 +95,7 @@ def hypothetical(query: str, kind: str, scores: list[float]) -> Outcome:
         return Outcome("skipped_kind")
     if sum(score > MIN_SCORE for score in scores) >= MIN_CONFIDENT:
         return Outcome("confident")
-    key = _key(query)
+    key = _key(query, tenant)
     with _STATE.lock:
         if key in _STATE.answers:
             _STATE.answers.move_to_end(key)

@@ -189,6 +189,8 @@ class Memory(models.Model):
     embedding_error = models.CharField(max_length=300, blank=True)
     embedded_at = models.DateTimeField(null=True, blank=True)
     # Code-aware lexemes (see codetokens): whole identifiers verbatim + english-stemmed prose.
+    # PostgreSQL derives the column `tenant_terms` from it (migration 0007: the same lexemes,
+    # each tagged with the organization, GIN-indexed, for finding candidates); unmapped here.
     search_vector = SearchVectorField(null=True, blank=True)
 
     version = models.PositiveIntegerField(default=1)
@@ -209,7 +211,6 @@ class Memory(models.Model):
             # No pending list (fastupdate): searches read these on every query, and a pending
             # list of recent inserts is scanned linearly until a vacuum merges it.
             GinIndex(fields=["related_files"], name="memory_related_files", fastupdate=False),
-            GinIndex(fields=["search_vector"], name="memory_search_vector", fastupdate=False),
         ]
         constraints = [
             models.CheckConstraint(
@@ -265,6 +266,12 @@ class Memory(models.Model):
 LAST_ACCESSED_SQL = (
     "(SELECT u.last_accessed_at FROM memories_memoryusage u WHERE u.memory_id = memories_memory.id)"
 )
+
+# memories_memory rows holding any of some lexemes, as SQL taking two parameters: the
+# organization whose memories are searched and the lexemes (text[]). It reads the GIN index over
+# `tenant_terms` (migration 0007), so only that organization's postings are walked; the caller's
+# tenant filter still decides what is visible.
+TENANT_MATCH = "tenant_terms @@ memories_tenant_any(%s::uuid, %s::text[])"
 
 
 class MemoryUsage(models.Model):

@@ -92,7 +92,8 @@ def co_mentioned_files(project_id: UUID, files: list[str]) -> dict[str, float]:
     """Built-in provider: files that appear in the same memories' related_files as `files`.
 
     The weight is the share of the in-play files' memories that also name the neighbour,
-    capped at 0.5: co-mention is weaker evidence than an import edge.
+    capped at 0.5: co-mention is weaker evidence than an import edge. Personal memories are left
+    out: whose search this is is not known here, and one person's files must not steer another's.
     """
     from django.db import connection
 
@@ -103,7 +104,8 @@ def co_mentioned_files(project_id: UUID, files: list[str]) -> dict[str, float]:
             FROM (
                 SELECT related_files, count(*) OVER () AS total
                 FROM memories_memory
-                WHERE project_id = %s AND deprecated = false AND related_files && %s::varchar[]
+                WHERE project_id = %s AND deprecated = false AND scope <> 'personal'
+                  AND related_files && %s::varchar[]
                 LIMIT 500
             ) m, unnest(m.related_files) AS other
             WHERE NOT other = ANY(%s::varchar[])

@@ -50,7 +50,14 @@ from apps.memories.keyword import (
     weighted_tf,
 )
 from apps.memories.kinds import universal_phase
-from apps.memories.models import LAST_ACCESSED_SQL, Memory, MemoryRelation, MemoryTokens, MemoryUsage
+from apps.memories.models import (
+    LAST_ACCESSED_SQL,
+    TENANT_MATCH,
+    Memory,
+    MemoryRelation,
+    MemoryTokens,
+    MemoryUsage,
+)
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, citation, pack
 from apps.memories.selectors import memories_visible
@@ -289,7 +296,8 @@ def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
 def keyword_candidates(
     scope: Scope, query: str, project: Project, *, columns: str = "", params: Sequence[Any] = (), limit: int
 ) -> tuple[str, list[Any], dict[str, int], int]:
-    """The keyword path's statement: memories holding the query's rarer lexemes (GIN index), best
+    """The keyword path's statement: memories holding the query's rarer lexemes (found through the
+    organization's own lexemes: TENANT_MATCH), best
     `ts_rank` first, as (id, length, the query lexemes each holds with their weights, *columns);
     plus every query lexeme's document frequency and the project's memory count. `columns` (with
     their `params`) follow the fixed ones. The statement is empty when the query holds no lexeme
@@ -298,17 +306,30 @@ def keyword_candidates(
     if not dfs:
         return "", [], dfs, n_docs
     selection = {term: max(df, 1) for term, df in dfs.items()}
-    tsquery = tsquery_any(select_filter_terms(selection, max(n_docs, 1)))
+    filter_terms = select_filter_terms(selection, max(n_docs, 1))
     hits = (
         "(SELECT array_agg(u.lexeme || ':' || array_to_string(u.weights, ''))"
         " FROM unnest(search_vector) u WHERE u.lexeme = ANY(%s::text[]))"
     )
     sql = (
         f"SELECT id, length(search_vector), {hits}{', ' if columns else ''}{columns} FROM memories_memory"
-        f" WHERE {scope.sql} AND search_vector @@ %s::tsquery"
+        f" WHERE {scope.sql} AND {TENANT_MATCH}"
         " ORDER BY ts_rank(search_vector, %s::tsquery) DESC, id LIMIT %s"
     )
-    return sql, [list(dfs), *params, *scope.params, tsquery, tsquery, limit], dfs, n_docs
+    return (
+        sql,
+        [
+            list(dfs),
+            *params,
+            *scope.params,
+            project.organization_id,
+            filter_terms,
+            tsquery_any(filter_terms),
+            limit,
+        ],
+        dfs,
+        n_docs,
+    )
 
 
 def keyword_path(
@@ -493,7 +514,7 @@ def search(
     from apps.memories.embeddings import embed_query, get_provider
 
     clock = _Clock()
-    files = [f.strip().removeprefix("./") for f in files if f and f.strip()]
+    files = fusion.clean_paths(files)
     phase_name = universal_phase(phase)
     kind = query_kind or fusion.detect_query_kind(query, files)
     weights = {p: w for p, w in fusion.FUSION_WEIGHTS[kind].items() if p in paths}
@@ -623,7 +644,7 @@ def search(
             # Judged on the stage-3 scores, before a rerank the second pass would repeat (the
             # top 3 however few were asked for: a search for one result is no less sure).
             scores = [float(components[i]["score"] or 0.0) for i in ordered[: max(limit, hyde.MIN_CONFIDENT)]]
-            hyde_outcome = hyde.hypothetical(query, kind, scores)
+            hyde_outcome = hyde.hypothetical(query, kind, scores, tenant=str(project.organization_id))
             if hyde_outcome.text:
                 first_pass = round((clock.mark - clock.start) * 1000, 3)
                 combined = hyde.combine(vector, embed_query(hyde_outcome.text, provider))
@@ -803,6 +824,7 @@ def build_context(
     from apps.memories.services import memories_record_access
 
     phase_name = universal_phase(phase)
+    files = fusion.clean_paths(files)
     query = task.strip() or " ".join(files)
     result = search(
         principal=principal,

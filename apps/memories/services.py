@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from apps.memories import secrets_scan
 from apps.memories.contextual import memory_embedding_text
-from apps.memories.drafts import MemoryDraft, RelationDraft, short_citation
+from apps.memories.drafts import MAX_HALF_LIFE_DAYS, MemoryDraft, RelationDraft, short_citation
 from apps.memories.keyword import index_memory
 from apps.memories.kinds import default_half_life
 from apps.memories.models import (
@@ -894,7 +894,7 @@ def memories_decay_and_prune(*, now=None) -> dict[str, int]:
                 SET deprecated = true, deprecated_at = %s, version = version + 1, updated_at = %s
                 WHERE deprecated = false AND pinned = false AND decay_half_life_days IS NOT NULL
                   AND coalesce({LAST_ACCESSED_SQL}, created_at)
-                      < %s - make_interval(secs => decay_half_life_days * 3 * 86400)
+                      < %s - make_interval(secs => least(decay_half_life_days, %s) * 3 * 86400)
                 RETURNING id, version, type, content, confidence, tags, related_files
             )
             INSERT INTO memories_memoryversion
@@ -902,7 +902,8 @@ def memories_decay_and_prune(*, now=None) -> dict[str, int]:
             SELECT id, version, type, content, confidence, tags, related_files, 'deprecated', %s, %s
             FROM deprecated
             """,
-            [now, now, now, SYSTEM.label, now],
+            # (the bound the API enforces, so that no row can push the look-back out of range)
+            [now, now, now, MAX_HALF_LIFE_DAYS, SYSTEM.label, now],
         )
         deprecated = cursor.rowcount
         doomed = list(

@@ -11,7 +11,7 @@ from django.db.models import Case, F, FloatField, When
 
 from apps.memories.codetokens import analyze
 from apps.memories.kinds import DISPUTE_PENALTY
-from apps.memories.models import Memory
+from apps.memories.models import TENANT_MATCH, Memory
 from apps.observer import text as T
 from apps.observer.models import Session
 from apps.observer.scratchpad import Scratchpad
@@ -229,9 +229,8 @@ def step_injection(
         lexemes = [w for w in analyze(pattern).whole if len(w) > 2][:8]
         if not lexemes:
             continue
-        query = " | ".join("'" + w.replace("'", "''") + "'" for w in lexemes)
         known = (
-            applicable.extra(where=["search_vector @@ %s::tsquery"], params=[query])
+            applicable.extra(where=[TENANT_MATCH], params=[session.project.organization_id, lexemes])
             .order_by("-in_use", "id")
             .first()
         )

@@ -21,6 +21,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.memories import secrets_scan
 from apps.memories import services as memory_services
 from apps.observer import promotion
 from apps.observer import text as T
@@ -151,17 +152,21 @@ _TEXT_FIELDS = ("text", "result")
 
 
 def _clean(event: dict[str, Any]) -> dict[str, Any]:
-    """`<private>` spans never stored; None fields dropped."""
+    """`<private>` spans never stored; None fields dropped. What becomes a session note (a
+    record_memory event's content, reasoning with `MEMORY:` lines) is scanned for secrets first:
+    /context and step injection hand notes back as they are, long before any promotion."""
     out = {k: v for k, v in event.items() if v is not None}
     for key in _TEXT_FIELDS:
         if key in out:
             out[key] = T.strip_private(out[key])
+    if out.get("type") == "reasoning" and "MEMORY:" in out.get("text", ""):
+        out["text"] = secrets_scan.scan(out["text"]).text
     args = out.get("args")
     if args:
         out["args"] = {k: T.strip_private(v) if isinstance(v, str) else v for k, v in args.items()}
     memory = out.get("memory")
     if memory and isinstance(memory.get("content"), str):
-        out["memory"] = {**memory, "content": T.strip_private(memory["content"])}
+        out["memory"] = {**memory, "content": secrets_scan.scan(T.strip_private(memory["content"])).text}
     return out
 
 

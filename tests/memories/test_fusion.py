@@ -24,6 +24,15 @@ def test_detect_query_kind(query, files, kind):
     assert fusion.detect_query_kind(query, files) == kind
 
 
+def test_paths_are_cleaned_before_they_decide_anything():
+    assert fusion.clean_paths([" ./a/b.py ", "./", "", "  ", "src/", "a/b.py", "./a/b.py"]) == [
+        "a/b.py",
+        "src",
+    ]
+    # an empty name is in every query: it must not make every query structural
+    assert fusion.detect_query_kind("make the pager friendlier", ["", "src/"]) == "semantic"
+
+
 def test_weighted_rrf_sums_weighted_reciprocal_ranks():
     scores = fusion.weighted_rrf({"dense": ["a", "b"], "keyword": ["b"]}, {"dense": 0.5, "keyword": 0.25})
     assert scores["a"] == pytest.approx(0.5 / 61)
@@ -147,6 +156,21 @@ def test_weighted_score_is_a_soft_prior():
     assert fusion.weighted_score(0.5, 2.0) < 0.5 * 2.0
     # a clear relevance gap survives a 2x prior against it
     assert fusion.weighted_score(0.6, 0.6) > fusion.weighted_score(0.4, 1.2)
+
+
+def test_a_better_prior_scores_higher_below_zero_too():
+    trusted, doubtful = fusion.weighted_score(-0.1, 2.0), fusion.weighted_score(-0.1, 0.3)
+    assert trusted > doubtful  # multiplying would have put the doubtful one first
+    assert fusion.weighted_score(-0.1, 1.0) == pytest.approx(-0.1)
+    assert fusion.weighted_score(-0.1, 0.0) < fusion.weighted_score(-0.1, 0.01) < 0  # no division by zero
+    assert fusion.weighted_score(0.0, 0.0) == 0.0
+
+
+def test_no_neighbourhood_boost_under_a_leader_without_relevance():
+    ordered = [f"m{i}" for i in range(12)]
+    scores = {m: -0.05 - i / 100 for i, m in enumerate(ordered)}
+    files = {m: ["a.py"] for m in ordered}
+    assert fusion.neighbourhood_boost(ordered, scores, files, {"a.py": 1.0}) == {}
 
 
 def test_identifier_match_counts_whole_identifiers():

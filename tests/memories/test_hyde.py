@@ -66,6 +66,14 @@ def test_hyde_runs_and_moves_the_dense_query(alice, memories, fake_openai, setti
     assert len(_chat_requests(fake_openai)) == 1  # cached by query text
 
 
+def test_one_organizations_cached_answer_is_not_anothers(alice, charlie, memories, fake_openai):
+    fake_openai.answer = PAGER
+    assert _search(alice, QUESTION).hyde["status"] == "ran"
+    elsewhere = search(principal=charlie.principal, project=charlie.project, query=QUESTION, limit=3)
+    assert elsewhere.hyde["status"] == "ran"  # not "cached": that would tell charlie what alice asked
+    assert len(_chat_requests(fake_openai)) == 2
+
+
 def test_server_error_falls_back_without_a_5xx(alice, memories, fake_openai, api_client):
     fake_openai.mode = "error"
     url = f"projects/{alice.project.id}/search"

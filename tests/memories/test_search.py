@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apps.memories import fusion, services
 from apps.memories.keyword import select_filter_terms
-from apps.memories.models import Memory
+from apps.memories.models import TENANT_MATCH, Memory
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
-from apps.memories.search import Scope, search
+from apps.memories.search import Scope, keyword_candidates, search
 from apps.memories.selectors import memories_visible
 from tests.memories.factories import make_memory
 
@@ -235,6 +235,49 @@ def test_search_respects_scope(alice, bob, corpus):
     assert any(h.memory.scope == "personal" for h in as_alice.hits)
 
 
+def _tenant_matches(org_id, lexemes) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM memories_memory WHERE {TENANT_MATCH}", [org_id, lexemes])
+        return cursor.fetchone()[0]
+
+
+def test_the_keyword_path_walks_only_its_organizations_lexemes(alice, charlie):
+    for n in range(3):
+        make_memory(alice, content=f"zanzibarite cache entry {n} expires early")
+    for n in range(5):
+        make_memory(charlie, content=f"zanzibarite worker {n} in another organization")
+    org_a, org_b = alice.project.organization_id, charlie.project.organization_id
+    assert (_tenant_matches(org_a, ["zanzibarit"]), _tenant_matches(org_b, ["zanzibarit"])) == (3, 5)
+    memory = make_memory(alice, content="it's a back\\slash'd quokkaism")
+    assert _tenant_matches(org_a, ["quokkaism", "back\\slash'd"]) == 1  # quoting survives
+    services.memory_update(memory=memory, actor=alice.principal, changes={"content": "now a wombatism"})
+    assert _tenant_matches(org_a, ["wombat"]) == 1  # PostgreSQL keeps the column in step
+
+    sql, params, _, _ = keyword_candidates(
+        Scope.of(memories_visible(principal=alice.principal, project=alice.project)),
+        "zanzibarite cache", alice.project, limit=20,
+    )  # fmt: skip
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # (a table this small would be read whole)
+        cursor.execute(f"EXPLAIN {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(sql, params)
+        found = len(cursor.fetchall())
+    assert "memory_tenant_terms" in plan and found == 3
+
+
+def test_one_persons_personal_memories_do_not_steer_the_graph_path(alice, bob):
+    from apps.memories.neighbours import co_mentioned_files
+
+    make_memory(alice, content="My plan: move billing into the ledger.", scope="personal",
+                related_files=["billing/invoice.py", "billing/ledger_plan.py"])  # fmt: skip
+    make_memory(
+        alice, content="Invoices round per line.", related_files=["billing/invoice.py", "billing/tax.py"]
+    )
+    neighbours = co_mentioned_files(alice.project.id, ["billing/invoice.py"])
+    assert "billing/tax.py" in neighbours and "billing/ledger_plan.py" not in neighbours
+
+
 def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client):
     services.memories_files_deleted(project=alice.project, paths=["cache.py"])
     client = api_client(alice.key)
@@ -252,6 +295,7 @@ def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client
     jwt = Memory.objects.get(id=corpus["jwt"].id)
     assert jwt.access_count == 5 and jwt.confidence == pytest.approx(0.85)
     assert client.post(url, {"phase": "implement"}).status_code == 422
+    assert client.post(url, {"phase": "implement", "files": ["", " ./ ", "./"]}).status_code == 422
 
 
 def test_cohere_rerank_through_the_real_sdk(alice, corpus, fake_cohere):
@@ -298,16 +342,19 @@ def test_the_memories_gin_indexes_keep_no_pending_list(alice):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.relname, c.reloptions FROM pg_class c"
-            " WHERE c.relname IN ('memory_related_files', 'memory_search_vector') ORDER BY c.relname"
+            " WHERE c.relname IN ('memory_related_files', 'memory_tenant_terms') ORDER BY c.relname"
         )
         rows = cursor.fetchall()
-        cursor.execute("SELECT gin_clean_pending_list('memory_related_files'::regclass)")
+        cursor.execute(
+            "SELECT gin_clean_pending_list('memory_related_files'::regclass)"
+            " + gin_clean_pending_list('memory_tenant_terms'::regclass)"
+        )
         merged = cursor.fetchone()[0]
     assert rows == [
         ("memory_related_files", ["fastupdate=false"]),
-        ("memory_search_vector", ["fastupdate=false"]),
+        ("memory_tenant_terms", ["fastupdate=false"]),
     ]
-    assert merged == 0  # nothing was waiting: the insert went straight into the index
+    assert merged == 0  # nothing was waiting: the insert went straight into the indexes
 
 
 def test_a_memorys_vector_stays_in_its_row(alice):

@@ -142,6 +142,21 @@ def test_the_daily_job_deprecates_by_the_usage_clock_then_deletes_after_the_grac
     assert Memory.objects.filter(id=verified.id).exists()  # user_verified: kept
 
 
+def test_a_half_life_beyond_a_century_is_refused_and_cannot_stop_the_daily_job(alice, api_client):
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/memories"
+    body = {"type": "gotcha", "content": "Cache keys carry the tenant.", "decay_half_life_days": 1e6}
+    assert client.post(url, body).status_code == 422
+    memory = make_memory(alice, content="Cache keys carry the locale.")
+    assert client.patch(f"memories/{memory.id}", {"decay_half_life_days": 1e9}).status_code == 422
+    # a row that holds one anyway (written before the bound, or by hand) is read as a century
+    Memory.objects.filter(id=memory.id).update(decay_half_life_days=1e9)
+    stale = make_memory(alice, content="Written long ago, never used.")
+    Memory.objects.filter(id=stale.id).update(created_at=timezone.now() - timedelta(days=400))
+    assert services.memories_decay_and_prune()["deprecated"] == 1
+    assert not Memory.objects.get(id=memory.id).deprecated
+
+
 def test_search_weighs_by_the_usage_clock_and_reports_the_counts(alice, api_client):
     fresh = make_memory(alice, content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds.")
     old = make_memory(alice, content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds!")

@@ -109,6 +109,27 @@ def test_private_spans_never_stored(agent):
 # ---------------------------------------------------------------- notes and injection
 
 
+def test_a_note_with_a_secret_is_served_and_stored_redacted(agent):
+    key = "sk-ant-api03-" + "Q7w9E2r4T6y8" * 4
+    session = agent.open(task="deploy")
+    trace = (
+        Trace()
+        .idle(5, "deploy/release.py")
+        .think(f"MEMORY:gotcha: The deploy script reads {key} from the environment.")
+        .note("gotcha", f"Staging deploys use the key {key} too.")
+    )
+    agent.send(session["id"], trace.events)
+    context = agent.client.post(
+        f"projects/{agent.project_id}/context", {"task": "deploy", "session_id": session["id"]}
+    ).json()
+    assert context["session_notes"] == 2 and context["text"].count("[REDACTED:anthropic_key]") == 2
+    assert key not in context["text"]
+    step = agent.client.post(f"sessions/{session['id']}/step-injection", {"step": 6}).json()
+    assert "[REDACTED:" in step["injection"]["content"] and key not in step["injection"]["content"]
+    stored = EventBatch.objects.get(session_id=session["id"]).events
+    assert key not in str(stored) and key not in str(Session.objects.get(id=session["id"]).scratchpad)
+
+
 def test_notes_are_served_by_context_and_step_injection_at_once(agent):
     session = agent.open(task="fix refunds")
     trace = (
