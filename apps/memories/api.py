@@ -9,8 +9,15 @@ from uuid import UUID
 from ninja import Field, Query, Router, Status
 from pydantic import model_validator
 
-from apps.memories import fusion, selectors, services
-from apps.memories.drafts import MAX_BATCH, MAX_CONTENT_CHARS, MAX_HALF_LIFE_DAYS, MemoryDraft, WorkUnitRef
+from apps.memories import selectors, services
+from apps.memories.drafts import (
+    MAX_BATCH,
+    MAX_CONTENT_CHARS,
+    MAX_HALF_LIFE_DAYS,
+    MemoryDraft,
+    WorkUnitRef,
+    clean_paths,
+)
 from apps.memories.kinds import Scope
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
 from apps.memories.packing import citation
@@ -208,7 +215,7 @@ def memories_patch(request, memory_id: UUID, payload: MemoryPatch):
     """Change fields; every change is a new version, a content change re-embeds."""
     memory = _writable(request, memory_id)
     changes = payload.model_dump(exclude_unset=True)
-    if selectors.steward_fields(changes):
+    if selectors.steward_fields(changes, memory):
         require(request.auth, memory.organization_id, Perm.MEMORIES_REVIEW)
     memory = services.memory_update(memory=memory, actor=request.auth, changes=changes)
     return selectors.memories_by_ids([memory.id])[0]
@@ -341,7 +348,7 @@ class ContextIn(InputSchema):
 
     @model_validator(mode="after")
     def needs_something(self) -> ContextIn:
-        if not self.task.strip() and not fusion.clean_paths(self.files):
+        if not self.task.strip() and not clean_paths(self.files):
             raise ValueError("send a task, files, or both")
         return self
 

@@ -226,13 +226,6 @@ def prior(factor: float) -> float:
 _FILE_PATH = re.compile(r"(?<![\w/.])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b")
 
 
-def clean_paths(files: Sequence[str]) -> list[str]:
-    """File paths as the pipeline compares them: trimmed, without a leading `./` or a trailing
-    `/`, no empty ones (`"./"`, `" "`), each once."""
-    cleaned = (f.strip().removeprefix("./").strip().rstrip("/") for f in files if f)
-    return list(dict.fromkeys(f for f in cleaned if f))
-
-
 def files_in_query(query: str) -> list[str]:
     """File paths written in the query (`django/core/paginator.py`, `src/auth/tokens.ts`)."""
     return list(dict.fromkeys(m.group(0).removeprefix("./") for m in _FILE_PATH.finditer(query)))

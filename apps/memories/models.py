@@ -272,6 +272,8 @@ LAST_ACCESSED_SQL = (
 # `tenant_terms` (migration 0007), so only that organization's postings are walked; the caller's
 # tenant filter still decides what is visible.
 TENANT_MATCH = "tenant_terms @@ memories_tenant_any(%s::uuid, %s::text[])"
+# ... and naming any of some files: the organization, then the paths (through `tenant_files`).
+TENANT_FILES = "tenant_files && memories_tenant_paths(%s::uuid, %s::varchar[])"
 
 
 class MemoryUsage(models.Model):

@@ -14,6 +14,7 @@ A provider that raises is logged and skipped: retrieval never fails because of o
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -97,15 +98,16 @@ def co_mentioned_files(project_id: UUID, files: list[str]) -> dict[str, float]:
     """
     from django.db import connection
 
+    from apps.memories.models import TENANT_FILES
+
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT other, count(*)::float / greatest(max(total), 1)
             FROM (
                 SELECT related_files, count(*) OVER () AS total
                 FROM memories_memory
-                WHERE project_id = %s AND deprecated = false AND scope <> 'personal'
-                  AND related_files && %s::varchar[]
+                WHERE project_id = %s AND deprecated = false AND scope <> 'personal' AND {TENANT_FILES}
                 LIMIT 500
             ) m, unnest(m.related_files) AS other
             WHERE NOT other = ANY(%s::varchar[])
@@ -113,6 +115,14 @@ def co_mentioned_files(project_id: UUID, files: list[str]) -> dict[str, float]:
             ORDER BY 2 DESC
             LIMIT 50
             """,
-            [str(project_id), list(files), list(files)],
+            [str(project_id), _organization_of(project_id), list(files), list(files)],
         )
         return {path: min(0.5, 0.5 * share + 0.1) for path, share in cursor.fetchall()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _organization_of(project_id: UUID) -> UUID | None:
+    """A project's organization (it never changes), for the organization-tagged file index."""
+    from apps.tenants.models import Project
+
+    return Project.objects.filter(id=project_id).values_list("organization_id", flat=True).first()

@@ -41,6 +41,7 @@ from django.utils import timezone
 from apps.memories import beside, fusion, hyde, late
 from apps.memories.codetokens import tsquery_any
 from apps.memories.contextual import query_embedding_text
+from apps.memories.drafts import clean_paths
 from apps.memories.keyword import (
     Candidate,
     bm25,
@@ -52,6 +53,7 @@ from apps.memories.keyword import (
 from apps.memories.kinds import universal_phase
 from apps.memories.models import (
     LAST_ACCESSED_SQL,
+    TENANT_FILES,
     TENANT_MATCH,
     Memory,
     MemoryRelation,
@@ -373,6 +375,7 @@ def graph_path(
     scope: Scope,
     neighbours: dict[str, float],
     *,
+    organization_id: UUID,
     vector: np.ndarray | None = None,
     model_id: str = "",
     limit: int = GRAPH_TOP,
@@ -386,9 +389,9 @@ def graph_path(
     distance, distance_params = _distance_sql(vector, model_id)
     rows = _rows(
         f"SELECT id, {_ROW_COLUMNS}, {distance} FROM memories_memory"
-        f" WHERE {scope.sql} AND related_files && %s::varchar(500)[]"
+        f" WHERE {scope.sql} AND {TENANT_FILES}"
         " ORDER BY created_at DESC, id DESC LIMIT 500",
-        [*distance_params, *scope.params, list(neighbours)],
+        [*distance_params, *scope.params, organization_id, list(neighbours)],
     )
 
     def strength(row: Row) -> float:
@@ -514,7 +517,7 @@ def search(
     from apps.memories.embeddings import embed_query, get_provider
 
     clock = _Clock()
-    files = fusion.clean_paths(files)
+    files = clean_paths(files)
     phase_name = universal_phase(phase)
     kind = query_kind or fusion.detect_query_kind(query, files)
     weights = {p: w for p, w in fusion.FUSION_WEIGHTS[kind].items() if p in paths}
@@ -557,7 +560,11 @@ def search(
         )
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(
-            scope, neighbours_of(graph_files), vector=vector, model_id=provider.model_id
+            scope,
+            neighbours_of(graph_files),
+            organization_id=project.organization_id,
+            vector=vector,
+            model_id=provider.model_id,
         )
     # The dense and graph paths run on connections of their own while this thread runs the
     # keyword path (beside.py); each reports its own time, `paths` the time of all three.
@@ -824,7 +831,7 @@ def build_context(
     from apps.memories.services import memories_record_access
 
     phase_name = universal_phase(phase)
-    files = fusion.clean_paths(files)
+    files = clean_paths(files)
     query = task.strip() or " ".join(files)
     result = search(
         principal=principal,

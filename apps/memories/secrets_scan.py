@@ -185,6 +185,16 @@ def scan(text: str, found: list[tuple[str, str]] | None = None) -> ScanResult:
     return ScanResult(text=text, kinds=sorted(set(kinds)))
 
 
+_MARKER = re.compile(r"\[REDACTED:([A-Za-z0-9_]+)\]")
+
+
+def markers(text: str) -> list[str]:
+    """The kinds of the redaction markers `text` already holds: text redacted on its way in (a
+    session note, scanned as it arrived) still carries a secret's place, and what is stored
+    from it is marked as if the secret had been found there."""
+    return sorted(set(_MARKER.findall(text or "")))
+
+
 def scan_many(values: list[str]) -> tuple[list[str], list[str]]:
     """Scan a list of strings (tags, file paths); returns the cleaned list and the kinds found."""
     cleaned, kinds = [], set()

@@ -115,10 +115,14 @@ def is_author(*, principal: Principal, memory: Memory) -> bool:
 STEWARD_FIELDS = ("pinned", "deprecated")
 
 
-def steward_fields(changes: Mapping[str, Any]) -> list[str]:
-    """The fields among `changes` that only a steward sets (`memories:review`): pinning and
-    deprecating, either way. A new memory's `pinned: false` is no change (send None for it)."""
-    return [name for name in STEWARD_FIELDS if changes.get(name) is not None]
+def steward_fields(changes: Mapping[str, Any], memory: Memory) -> list[str]:
+    """The fields among `changes` that only a steward changes (`memories:review`): pinning and
+    deprecating, either way; a value the memory already has is no change."""
+    return [
+        name
+        for name in STEWARD_FIELDS
+        if changes.get(name) is not None and bool(changes[name]) != getattr(memory, name)
+    ]
 
 
 def _encode_cursor(memory: Memory) -> str:

@@ -79,7 +79,7 @@ def _strings(value: Any) -> Iterable[str]:
 def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]]) -> Any:
     if isinstance(value, str):
         result = secrets_scan.scan(value, found=found)
-        kinds.update(result.kinds)
+        kinds.update(secrets_scan.markers(result.text))  # found now, or redacted on the way in
         return result.text
     if isinstance(value, list):
         return [_scan_value(v, kinds, found) for v in value]
@@ -219,6 +219,21 @@ def embedding_text(memory: Memory) -> str:
 _EMBEDDED_FIELDS = ("type", "content", "related_files", "related_modules", "context_prefix", "payload")
 
 
+def _still_saying(memories: Sequence[Memory], texts: Sequence[str]) -> list[int]:
+    """The positions of the memories whose text is still the one embedded, their rows locked
+    until the transaction ends. An edit while the model ran (from the API, or seen by another
+    worker) changed what a memory says: its vector (or failure) is not this task's to record,
+    the edit's own task embeds the new text."""
+    holding = (
+        Memory.objects.select_for_update()
+        .filter(id__in=[m.id for m in memories])
+        .only(*_EMBEDDED_FIELDS)
+        .order_by("id")
+    )
+    now_text = {m.id: embedding_text(m) for m in holding}
+    return [i for i, (m, text) in enumerate(zip(memories, texts, strict=True)) if now_text.get(m.id) == text]
+
+
 def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
     """Compute and store embeddings for these memories (idempotent). Returns how many it stored."""
     from apps.memories.embeddings import embed_cached_with_tokens, get_provider
@@ -233,24 +248,14 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
         vectors, tokens = embed_cached_with_tokens(texts, provider)
     except Exception as exc:
         logger.exception("Embedding %d memories failed", len(memories))
-        Memory.objects.filter(id__in=[m.id for m in memories]).update(
-            embedding_status=EmbeddingStatus.FAILED, embedding_error=str(exc)[:300]
-        )
+        with transaction.atomic():
+            unchanged = [memories[i].id for i in _still_saying(memories, texts)]
+            Memory.objects.filter(id__in=unchanged).update(
+                embedding_status=EmbeddingStatus.FAILED, embedding_error=str(exc)[:300]
+            )
         return 0
     with transaction.atomic():
-        # An edit while the model ran (from the API, or seen by another worker) changed what a
-        # memory says: a vector is stored only for the text the memory holds now, under its row
-        # lock; the edit's own task embeds the new text.
-        holding = (
-            Memory.objects.select_for_update()
-            .filter(id__in=[m.id for m in memories])
-            .only(*_EMBEDDED_FIELDS)
-            .order_by("id")
-        )
-        now_text = {m.id: embedding_text(m) for m in holding}
-        kept = [
-            i for i, (m, text) in enumerate(zip(memories, texts, strict=True)) if now_text.get(m.id) == text
-        ]
+        kept = _still_saying(memories, texts)
         memories = [memories[i] for i in kept]
         for memory, i in zip(memories, kept, strict=True):
             memory.embedding = vectors[i]

@@ -97,6 +97,12 @@ def _refused(memory: Memory) -> dict[str, Any]:
     return _result("forbidden", id=str(memory.id), server=memory_payload(memory))
 
 
+def _with_refused(result: dict[str, Any], refused: list[str]) -> dict[str, Any]:
+    """A change applied without the fields named in `refused` (pinning, deprecating: a
+    steward's); the next pull brings the memory as it is."""
+    return {**result, "refused": refused} if refused else result
+
+
 def may_steward(actor: Principal, organization_id) -> bool:
     """Pin, deprecate (either way) or delete another's memory: `memories:review`, as in the API."""
     return actor.has(organization_id, Perm.MEMORIES_REVIEW)
@@ -117,18 +123,26 @@ def push_apply(
     for change in changes:
         op = change["op"]
         if op == "create":
-            pins = change["memory"].pinned and not may_steward(actor, project.organization_id)
-            results.append(
-                _result("forbidden", ref=change["ref"]) if pins else _create(project, actor, change)
-            )
+            refused = []
+            if change["memory"].pinned and not may_steward(actor, project.organization_id):
+                change = {**change, "memory": change["memory"].model_copy(update={"pinned": False})}
+                refused = ["pinned"]
+            results.append(_with_refused(_create(project, actor, change), refused))
             continue
         memory = memories.get(change["id"])
         if memory is None:
             status = "gone" if op == "delete" else "not_found"
             results.append(_result(status, id=change["id"]))
         elif op == "update":
-            forbidden = steward_fields(change["fields"]) and not may_steward(actor, memory.organization_id)
-            results.append(_refused(memory) if forbidden else _update(memory, actor, change))
+            # What only a steward may change is left out of the edit; the rest applies.
+            refused = (
+                [] if may_steward(actor, memory.organization_id) else steward_fields(change["fields"], memory)
+            )
+            fields = {k: v for k, v in change["fields"].items() if k not in refused}
+            if not fields:
+                results.append(_refused(memory))
+            else:
+                results.append(_with_refused(_update(memory, actor, {**change, "fields": fields}), refused))
         elif not can_delete(actor, memory):
             results.append(_refused(memory))
         else:

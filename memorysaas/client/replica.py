@@ -91,7 +91,8 @@ class SyncReport:
     pulled: int = 0
     deleted: int = 0
     conflicts: int = 0
-    forbidden: int = 0  # changes the server refused (pinning, deprecating or deleting needs a steward)
+    forbidden: int = 0  # changes the server refused, whole or in part (pinning, deprecating and
+    # deleting another's memory need a steward)
 
 
 class Replica:
@@ -214,12 +215,12 @@ class Replica:
         changes = [json.loads(change) for _, change in queued]
         results = client.push(self.project_id, changes)
         for change, result in zip(changes, results, strict=True):
-            if result["status"] == "forbidden":  # not ours to do: the server's copy again
+            # A change the server refused (in part: pinning and deprecating are a steward's):
+            # the server's copy comes back, now or with this sync's pull.
+            if result["status"] == "forbidden" or result.get("refused"):
                 report.forbidden += 1
-                if change["op"] == "create":
-                    self._remove(change["ref"])
-                else:
-                    self._store(result["server"])
+            if result["status"] == "forbidden":
+                self._store(result["server"])
             elif change["op"] == "create" and result["status"] == "applied":
                 self._remove(change["ref"])  # the pull brings it back under its server id
             elif result["status"] == "conflict":

@@ -149,6 +149,9 @@ def test_roles_decide_writes(alice, bob, person_with_role, api_client):
     as_bob = api_client(bob.key)
     assert as_bob.delete(f"memories/{memory.id}").status_code == 403
     assert as_bob.patch(f"memories/{memory.id}", {"pinned": True}).status_code == 403
+    assert (
+        as_bob.patch(f"memories/{memory.id}", {"pinned": False, "tags": ["x"]}).status_code == 200
+    )  # no change
     own = as_bob.post(f"projects/{alice.project.id}/memories", _body()).json()
     assert as_bob.delete(f"memories/{own['id']}").status_code == 204
     assert api_client(alice.key).delete(f"memories/{memory.id}").status_code == 204

@@ -179,6 +179,27 @@ def test_a_vector_of_text_edited_while_the_model_ran_is_not_stored(alice, monkey
     assert np.allclose(np.asarray(memory.embedding, dtype=np.float32), expected, atol=1e-6)
 
 
+def test_a_failure_on_text_edited_meanwhile_leaves_the_new_texts_vector(alice, monkeypatch):
+    memory = make_memory(alice, content="Webhooks retry three times.")
+
+    class EditedThenFailing(HashingEmbeddings):
+        def embed(self, texts: list[str]) -> np.ndarray:
+            if Memory.objects.filter(id=memory.id, content__startswith="Webhooks retry five").exists():
+                return super().embed(texts)  # the edit's own task, on the new text
+            services.memory_update(
+                memory=Memory.objects.get(id=memory.id),
+                actor=alice.principal,
+                changes={"content": "Webhooks retry five times."},
+            )
+            raise RuntimeError("timeout")
+
+    monkeypatch.setattr(embeddings, "get_provider", EditedThenFailing)
+    EmbeddingCache.objects.all().delete()  # (so the model runs)
+    assert services.memories_embed([memory.id]) == 0
+    memory.refresh_from_db()
+    assert memory.embedding_status == EmbeddingStatus.READY and memory.embedding_error == ""
+
+
 def test_vectors_of_another_model_are_never_compared(alice):
     same = make_memory(alice, content="verifyJwt rejects tokens with clock skew.")
     other = make_memory(alice, content="verifyJwt rejects tokens with clock skew, always.")

@@ -130,6 +130,14 @@ def test_a_note_with_a_secret_is_served_and_stored_redacted(agent):
     assert key not in str(stored) and key not in str(Session.objects.get(id=session["id"]).scratchpad)
 
 
+def test_a_note_redacted_on_arrival_is_promoted_flagged_for_review(agent):
+    key = "sk-ant-api03-" + "Z8x6C4v2B0n1" * 4
+    agent.run(Trace().read("deploy/release.py").note("gotcha", f"Releases sign with {key}."), passed=True)
+    (memory,) = memories()
+    assert "[REDACTED:anthropic_key]" in memory.content and key not in memory.content
+    assert memory.secrets_redacted and memory.needs_review  # a steward looks, as for any secret
+
+
 def test_notes_are_served_by_context_and_step_injection_at_once(agent):
     session = agent.open(task="fix refunds")
     trace = (

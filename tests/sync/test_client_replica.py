@@ -78,23 +78,29 @@ def test_offline_work_comes_back_and_conflicts_wait_for_a_person(alice, device):
     assert Memory.objects.get(id=shared.id).content == "Server wins?"
 
 
-def test_an_edit_the_server_refuses_gives_way_to_the_servers_copy(alice, bob, tmp_path):
-    memory = make_memory(alice, content="Retry webhooks with backoff.", type="pattern")
+def test_what_the_server_refuses_gives_way_to_its_copy_and_the_rest_applies(alice, bob, tmp_path):
+    pinned_only = make_memory(alice, content="Retry webhooks with backoff.", type="pattern")
+    edited = make_memory(alice, content="Invoices are numbered per year.", type="gotcha")
     client = SyncClient(
         "http://testserver", bob.key, transport=httpx.WSGITransport(app=get_wsgi_application())
     )
     replica = Replica(str(tmp_path / "bob.db"), project_id=str(alice.project.id))
     replica.sync(client)
-    replica.edit(str(memory.id), pinned=True)  # a member may not pin
+    replica.edit(str(pinned_only.id), pinned=True)  # a member may not pin
+    replica.edit(str(edited.id), content="Invoices are numbered per year and per country.", deprecated=True)
     local = replica.remember(type="gotcha", content="Pinned on the train.")
     replica.edit(local, pinned=True)  # folded into its create
-    assert replica.get(str(memory.id))["pinned"]
+    assert replica.get(str(pinned_only.id))["pinned"] and replica.get(str(edited.id))["deprecated"]
 
     report = replica.sync(client)
-    assert (report.pushed, report.forbidden) == (2, 2)
-    assert not replica.get(str(memory.id))["pinned"] and replica.get(local) is None
-    assert not Memory.objects.get(id=memory.id).pinned
-    assert not Memory.objects.filter(content="Pinned on the train.").exists()
+    assert (report.pushed, report.forbidden) == (3, 3)
+    assert not replica.get(str(pinned_only.id))["pinned"]
+    assert not replica.get(str(edited.id))["deprecated"]
+    assert replica.get(str(edited.id))["content"].endswith("per country.")  # the offline edit kept
+    created = Memory.objects.get(content="Pinned on the train.")
+    assert not created.pinned and replica.get(str(created.id))["content"] == "Pinned on the train."
+    assert replica.get(local) is None
+    assert not Memory.objects.get(id=pinned_only.id).pinned
 
 
 def test_a_retried_push_after_a_lost_answer_creates_nothing_twice(alice, device, monkeypatch):

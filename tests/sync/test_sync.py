@@ -229,22 +229,38 @@ def test_deletes_need_the_current_version_and_the_right_to_delete(alice, bob, ap
 
 def test_pinning_and_deprecating_from_a_device_need_a_steward(alice, bob, api_client):
     memory = make_memory(alice, content="Keep the cache warm.", type="gotcha")
+    as_bob = api_client(bob.key)
     changes = [
         {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"pinned": True}},
-        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"deprecated": True}},
+        {
+            "op": "update",
+            "id": str(memory.id),
+            "base_version": 1,
+            "fields": {"deprecated": True, "tags": ["cache"]},
+        },
         {
             "op": "create",
             "ref": "p",
             "memory": {"type": "gotcha", "content": "Pinned offline.", "pinned": True},
         },
-        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"tags": ["cache"]}},
     ]
-    results = push(api_client(bob.key), alice.project, changes)["results"]
-    assert [r["status"] for r in results] == ["forbidden", "forbidden", "forbidden", "applied"]
+    results = push(as_bob, alice.project, changes)["results"]
+    assert [r["status"] for r in results] == ["forbidden", "applied", "applied"]
     assert results[0]["server"]["pinned"] is False and results[0]["server"]["version"] == 1
+    assert results[1]["refused"] == ["deprecated"] and results[2]["refused"] == ["pinned"]
     memory.refresh_from_db()
     assert (memory.pinned, memory.deprecated, memory.tags, memory.version) == (False, False, ["cache"], 2)
-    assert not Memory.objects.filter(content="Pinned offline.").exists()
+    assert not Memory.objects.get(content="Pinned offline.").pinned  # created, unpinned
+    # unpinning what is not pinned changes nothing: no steward needed
+    unpin = {
+        "op": "update",
+        "id": str(memory.id),
+        "base_version": 2,
+        "fields": {"pinned": False, "tags": ["warm"]},
+    }
+    (result,) = push(as_bob, alice.project, [unpin])["results"]
+    assert result["status"] == "applied" and "refused" not in result
+    assert Memory.objects.get(id=memory.id).tags == ["warm"]
 
 
 @pytest.mark.parametrize(
