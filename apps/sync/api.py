@@ -115,7 +115,9 @@ class PushOut(OutputSchema):
 def push(request, body: PushIn):
     """Apply a device's offline changes in order, in one transaction. Each result says
     `applied`, `merged` (a stale edit merged cleanly), `conflict` (with the server's copy;
-    nothing applied), `not_found`/`gone`, or `forbidden`."""
+    nothing applied), `not_found`/`gone`, or `forbidden` (with the server's copy). A change that
+    pins or deprecates without `memories:review` applies without those fields and names them in
+    `refused`."""
     principal, project = _sync_project(request, body.project_id)
     if not principal.has(project.organization_id, Perm.MEMORIES_WRITE):
         raise Forbidden("This needs the 'memories:write' permission.")
