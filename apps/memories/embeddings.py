@@ -235,13 +235,14 @@ def _embed_cached(
                     expires_at=expires,
                 )
             )
-        # An entry cached without tokens (or expired) is written again, tokens and all.
-        update = {
-            "update_conflicts": True,
-            "unique_fields": ["key"],
-            "update_fields": ["tokens", "expires_at"],
-        }
-        EmbeddingCache.objects.bulk_create(rows, **(update if with_tokens else {"ignore_conflicts": True}))
+        # An entry cached without tokens (or expired) is written again, tokens and all; an
+        # expired one looked up without them gets a new expiry (its vector is the same).
+        EmbeddingCache.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["key"],
+            update_fields=["tokens", "expires_at"] if with_tokens else ["expires_at"],
+        )
     return np.stack([found[key][0] for key in keys]), [found[key][1] for key in keys]
 
 

@@ -14,6 +14,7 @@ from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
 from apps.memories.contextual import memory_embedding_text
+from apps.memories.drafts import clean_paths
 from apps.memories.models import Memory, MemoryQuerySet
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
@@ -178,7 +179,7 @@ def memories_list(
     if min_confidence is not None:
         qs = qs.filter(confidence__gte=min_confidence)
     if file:
-        qs = qs.filter(related_files__contains=[file.strip().removeprefix("./")])
+        qs = qs.filter(related_files__contains=clean_paths([file])[:1] or [""])  # (as stored)
     if tag:
         qs = qs.filter(tags__contains=[tag.strip()])
     if text and text.strip():

@@ -27,7 +27,13 @@ from django.utils import timezone
 
 from apps.memories import secrets_scan
 from apps.memories.contextual import memory_embedding_text
-from apps.memories.drafts import MAX_HALF_LIFE_DAYS, MemoryDraft, RelationDraft, short_citation
+from apps.memories.drafts import (
+    MAX_CONTENT_CHARS,
+    MAX_HALF_LIFE_DAYS,
+    MemoryDraft,
+    RelationDraft,
+    short_citation,
+)
 from apps.memories.keyword import index_memory
 from apps.memories.kinds import default_half_life
 from apps.memories.models import (
@@ -72,7 +78,8 @@ def _strings(value: Any) -> Iterable[str]:
         for v in value:
             yield from _strings(v)
     elif isinstance(value, dict):
-        for v in value.values():
+        for k, v in value.items():
+            yield from _strings(k)
             yield from _strings(v)
 
 
@@ -83,8 +90,8 @@ def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]]) -> An
         return result.text
     if isinstance(value, list):
         return [_scan_value(v, kinds, found) for v in value]
-    if isinstance(value, dict):
-        return {k: _scan_value(v, kinds, found) for k, v in value.items()}
+    if isinstance(value, dict):  # (keys too: a payload of a type without a schema takes any)
+        return {_scan_value(k, kinds, found): _scan_value(v, kinds, found) for k, v in value.items()}
     return value
 
 
@@ -110,8 +117,15 @@ def _redacted_fields(
 _COLUMN_OF = {"relation_paths": (MemoryRelation, "target_file_path")}
 
 
+# Text columns without a length whose drafts have one: a marker must not push a stored memory
+# past what any later edit (validated as a whole draft) accepts.
+_DRAFT_LIMITS = {(Memory, "content"): MAX_CONTENT_CHARS}
+
+
 def _column_length(model: type[models.Model], name: str) -> int | None:
     """The longest string the column `name` (or each entry of that array column) holds."""
+    if (model, name) in _DRAFT_LIMITS:
+        return _DRAFT_LIMITS[model, name]
     model, name = _COLUMN_OF.get(name, (model, name))
     try:
         field = model._meta.get_field(name)
@@ -187,7 +201,8 @@ def _adjust_term_stats(ids: Sequence[UUID | str], sign: int) -> None:
 
 
 def rebuild_term_stats(*, project: Project) -> None:
-    """Recompute a project's document frequencies from scratch (the daily job's repair step)."""
+    """Recompute a project's document frequencies from scratch: after a bulk load that wrote
+    rows directly (the benchmark), or as a repair; every service write keeps them incrementally."""
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM memories_termstat WHERE project_id = %s", [str(project.id)])
         cursor.execute(
@@ -667,6 +682,8 @@ def memory_update(
         memory.deprecated = bool(changes["deprecated"])
         memory.deprecated_at = timezone.now() if memory.deprecated else None
         changed |= {"deprecated", "deprecated_at"}
+        if not memory.deprecated:  # brought back: not retired again by tonight's job
+            _restart_clock(memory)
     if kinds:
         memory.secrets_redacted = True
         memory.secret_kinds = sorted(set(memory.secret_kinds) | set(kinds))
@@ -720,6 +737,8 @@ def memory_feedback(
         actor_label=actor.label,
         session_id=clean["session_id"][:100],
     )
+    if kind in (FeedbackKind.CONFIRM, FeedbackKind.CORRECT, FeedbackKind.USED, FeedbackKind.HELPFUL):
+        _restart_clock(memory)  # someone just used or vouched for it: a use, for the decay clock
     if kind == FeedbackKind.CORRECT:
         if not content or not content.strip():
             raise Invalid("A correction needs the corrected content.", details={"field": "content"})
@@ -758,6 +777,11 @@ def memory_feedback(
     return memory
 
 
+def _restart_clock(memory: Memory) -> None:
+    """The memory counts as used now: decay and the daily job's three half-lives start again."""
+    MemoryUsage.objects.update_or_create(memory=memory, defaults={"last_accessed_at": timezone.now()})
+
+
 @transaction.atomic
 def memory_reinforce(
     *, memory: Memory, actor: Principal, session_id: str | None = None, confidence_delta: float = 0.05
@@ -772,7 +796,7 @@ def memory_reinforce(
         min(CONFIDENCE_CAP, max(memory.confidence, memory.confidence + confidence_delta)), 4
     )
     _save_change(memory, actor, "reinforced", {"provenance_session_ids", "confidence"})
-    MemoryUsage.objects.update_or_create(memory=memory, defaults={"last_accessed_at": timezone.now()})
+    _restart_clock(memory)
     return memory
 
 

@@ -121,6 +121,14 @@ def test_patch_makes_a_new_version_and_reembeds(alice, api_client):
     assert client.patch(f"memories/{memory.id}", {"confidence": 2}).status_code == 422
 
 
+def test_the_file_filter_takes_a_path_as_memories_store_it(alice, api_client):
+    make_memory(alice, content="Windows paths too.", related_files=["src/app.py"])
+    client = api_client(alice.key)
+    for path in ("src/app.py", "./src/app.py", "././src/app.py", "src\\app.py", " src/app.py "):
+        items = _get(client, f"projects/{alice.project.id}/memories", {"file": path}).json()["items"]
+        assert [m["content"] for m in items] == ["Windows paths too."], path
+
+
 def test_feedback_kinds(alice, api_client):
     memory = make_memory(alice, confidence=0.8)
     client = api_client(alice.key)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -198,6 +201,16 @@ def test_a_failure_on_text_edited_meanwhile_leaves_the_new_texts_vector(alice, m
     assert services.memories_embed([memory.id]) == 0
     memory.refresh_from_db()
     assert memory.embedding_status == EmbeddingStatus.READY and memory.embedding_error == ""
+
+
+def test_an_expired_cache_entry_is_renewed_not_recomputed_every_time(monkeypatch):
+    provider = CountingEmbeddings()
+    embed_cached(["Session tokens rotate hourly."], provider)
+    EmbeddingCache.objects.update(expires_at=timezone.now() - timedelta(days=1))
+    embed_cached(["Session tokens rotate hourly."], provider)  # expired: computed again, renewed
+    embed_cached(["Session tokens rotate hourly."], provider)  # fresh again: from the cache
+    assert len(provider.asked) == 2
+    assert EmbeddingCache.objects.get().expires_at > timezone.now()
 
 
 def test_vectors_of_another_model_are_never_compared(alice):

@@ -167,6 +167,32 @@ def test_the_system_links_memories_across_the_organization(alice):
     assert [r.target_memory_id for r in linked.relations.all()] == [target.id]
 
 
+def test_a_secret_in_a_payload_key_is_redacted_too(alice, api_client):
+    client = api_client(alice.key)
+    body = {
+        "type": "gotcha",
+        "content": "Keys as keys.",
+        "payload": {SECRET: 1, "nested": {SECRET: [SECRET]}},
+    }
+    response = client.post(f"projects/{alice.project.id}/memories", body)
+    assert response.status_code == 201, response.content
+    assert response.json()["payload"] == {MARKER: 1, "nested": {MARKER: [MARKER]}}
+    patched = client.patch(f"memories/{response.json()['id']}", {"payload": {f"k {SECRET}": "v"}})
+    assert patched.status_code == 200 and patched.json()["payload"] == {f"k {MARKER}": "v"}
+    assert _tables_holding(SECRET[13:40]) == []
+
+
+def test_a_redaction_that_lengthens_content_keeps_the_memory_editable(alice, api_client):
+    client = api_client(alice.key)
+    content = "x" * 3980 + " pwd=ab12cd34"  # its marker is longer than `ab12cd34`
+    response = client.post(f"projects/{alice.project.id}/memories", {"type": "gotcha", "content": content})
+    assert response.status_code == 201, response.content
+    memory = Memory.objects.get(id=response.json()["id"])
+    assert memory.secrets_redacted and len(memory.content) <= 4000 and "ab12cd34" not in memory.content
+    patched = client.patch(f"memories/{memory.id}", {"confidence": 0.7, "needs_review": False})
+    assert patched.status_code == 200, patched.content  # was a 422: the stored memory was too long
+
+
 def test_a_tag_longer_than_its_column_is_a_clear_422(alice, api_client):
     response = api_client(alice.key).post(
         f"projects/{alice.project.id}/memories", {"type": "gotcha", "content": "x", "tags": ["t" * 101]}

@@ -109,6 +109,28 @@ def test_a_correction_that_brings_a_secret_along_stays_in_review_unverified(alic
     assert not clean.needs_review and clean.user_verified
 
 
+def test_bringing_back_confirming_or_using_a_memory_restarts_its_clock(alice):
+    now = timezone.now()
+    long_ago = now - timedelta(days=400)
+    retired = make_memory(alice, content="Retired once, wanted again.")
+    confirmed = make_memory(alice, content="Old, then confirmed by a person.")
+    untouched = make_memory(alice, content="Old and left alone.")
+    Memory.objects.filter(id__in=[retired.id, confirmed.id, untouched.id]).update(created_at=long_ago)
+    assert services.memories_decay_and_prune(now=now)["deprecated"] == 3
+    services.memory_update(
+        memory=Memory.objects.get(id=retired.id), actor=alice.principal, changes={"deprecated": False}
+    )
+    Memory.objects.filter(id=confirmed.id).update(deprecated=False, deprecated_at=None)
+    services.memory_feedback(
+        memory=Memory.objects.get(id=confirmed.id), actor=alice.principal, kind="confirm"
+    )
+    services.memories_decay_and_prune(now=now)
+    states = dict(
+        Memory.objects.filter(id__in=[retired.id, confirmed.id, untouched.id]).values_list("id", "deprecated")
+    )
+    assert states == {retired.id: False, confirmed.id: False, untouched.id: True}
+
+
 def test_reinforcing_restarts_the_decay_clock(alice):
     memory = make_memory(alice)
     assert memory.last_accessed_at is None  # the clock runs from created_at

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 from django.core.management.base import BaseCommand
 from django.db.models import Exists, OuterRef, Q
@@ -26,10 +27,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--all", action="store_true", help="Re-embed every memory.")
-        parser.add_argument("--project", help="Only this project id.")
+        parser.add_argument("--project", type=uuid.UUID, help="Only this project id.")
         parser.add_argument("--batch-size", type=int, default=256)
 
-    def handle(self, *args, all: bool, project: str | None, batch_size: int, **options):
+    def handle(self, *args, all: bool, project: uuid.UUID | None, batch_size: int, **options):
         provider = get_provider()
         started = time.perf_counter()
         ensure_hnsw_index(provider.dimensions, matryoshka=provider.matryoshka)
