@@ -415,13 +415,14 @@ def _create_relations(
         candidates.filter(organization_id=project.organization_id, id__in=wanted).values_list("id", flat=True)
     )
     rows = []
-    for memory, relations in pairs:
+    for index, (memory, relations) in enumerate(pairs):
         for rel in relations:
             if rel.target_memory_id is not None and rel.target_memory_id not in known:
-                raise Invalid(
+                missing = Invalid(
                     "A relation points at a memory that does not exist.",
                     details={"target_memory_id": str(rel.target_memory_id)},
                 )
+                raise _in_batch(missing, index, len(pairs))
             rows.append(
                 MemoryRelation(
                     organization_id=project.organization_id,
@@ -434,6 +435,14 @@ def _create_relations(
                 )
             )
     MemoryRelation.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def _in_batch(exc: Invalid, index: int, count: int) -> Invalid:
+    """`exc` naming the batch item it is about (`details.index`, from 0), when there is a batch."""
+    if count < 2:
+        return exc
+    details = exc.details if isinstance(exc.details, dict) else {"detail": exc.details}
+    return Invalid(f"Memory {index}: {exc.message}", details={"index": index, **details}, code=exc.code)
 
 
 @transaction.atomic
@@ -457,7 +466,12 @@ def memories_create_batch(
     found = secrets_scan.plugin_findings(
         [t for d in drafts for t in _strings(list(_draft_fields(d).values()))]
     )
-    pairs = [_build(project, actor, draft, found) for draft in drafts]
+    pairs = []
+    for index, draft in enumerate(drafts):
+        try:
+            pairs.append(_build(project, actor, draft, found))
+        except Invalid as exc:
+            raise _in_batch(exc, index, len(drafts)) from None
     memories = [memory for memory, _ in pairs]
     attached = _attach_vectors(memories, vectors, tokens) if vectors is not None else None
     _insert(memories, [_snapshot(m, "created", actor) for m in memories])

@@ -41,6 +41,13 @@ def test_it_creates_a_batch_in_one_transaction(alice, api_client):
     bad = client.post(url, {"memories": [_body(content="fine"), _body(type="nonsense")]})
     assert bad.status_code == 422
     assert Memory.objects.filter(project=alice.project).count() == 3
+    # what only the service can judge names the item too
+    teamless = client.post(url, {"memories": [_body(content="fine"), _body(content="ours", scope="team")]})
+    assert teamless.status_code == 422 and teamless.json()["error"]["details"]["index"] == 1
+    dangling = {"relation_type": "validates", "target_memory_id": "00000000-0000-4000-8000-000000000000"}
+    linked = client.post(url, {"memories": [_body(content="a", relations=[dangling]), _body(content="b")]})
+    assert linked.status_code == 422 and linked.json()["error"]["details"]["index"] == 0
+    assert Memory.objects.filter(project=alice.project).count() == 3
 
 
 def test_batch_over_500_and_long_content_are_422(alice, api_client):
