@@ -71,7 +71,7 @@ def test_a_batch_whose_relation_points_nowhere_stores_none_of_it(alice, api_clie
     ]
     response = client.post(url, {"memories": batch})
     assert response.status_code == 422, response.content
-    assert response.json()["error"]["details"] == {"target_memory_id": missing}
+    assert response.json()["error"]["details"] == {"index": 1, "target_memory_id": missing}
     assert not Memory.objects.filter(project=alice.project).exists()
     assert not MemoryVersion.objects.exists() and not MemoryRelation.objects.exists()
     assert not AuditLog.objects.filter(action__startswith="memory.").exists()
