@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
+from django.db import transaction
 from ninja import Field, Query, Router, Status
 from pydantic import model_validator
 
@@ -215,9 +216,11 @@ def memories_patch(request, memory_id: UUID, payload: MemoryPatch):
     """Change fields; every change is a new version, a content change re-embeds."""
     memory = _writable(request, memory_id)
     changes = payload.model_dump(exclude_unset=True)
-    if selectors.steward_fields(changes, memory):
-        require(request.auth, memory.organization_id, Perm.MEMORIES_REVIEW)
-    memory = services.memory_update(memory=memory, actor=request.auth, changes=changes)
+    with transaction.atomic():  # (the check reads the row the change is then applied to)
+        memory = services.memory_locked(memory)
+        if selectors.steward_fields(changes, memory):
+            require(request.auth, memory.organization_id, Perm.MEMORIES_REVIEW)
+        memory = services.memory_update(memory=memory, actor=request.auth, changes=changes)
     return selectors.memories_by_ids([memory.id])[0]
 
 

@@ -30,7 +30,7 @@ def clean_paths(paths: list[str]) -> list[str]:
         path = raw.strip().replace("\\", "/")
         while path.startswith("./"):
             path = path[2:]
-        if path:
+        if path.strip("/"):  # (`/` alone names no file)
             seen.setdefault(path, None)
     return list(seen)
 

@@ -83,31 +83,45 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
-def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]]) -> Any:
+def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]], known: frozenset[str]) -> Any:
+    """`value` redacted. `kinds` gains what was found in it, and the kinds of markers it already
+    held (text redacted on its way in: a session note) beyond `known`, those the memory already
+    records (an edit that keeps an old marker found nothing new)."""
     if isinstance(value, str):
         result = secrets_scan.scan(value, found=found)
-        kinds.update(secrets_scan.markers(result.text))  # found now, or redacted on the way in
+        kinds.update(result.kinds, set(secrets_scan.markers(value)) - known)
         return result.text
     if isinstance(value, list):
-        return [_scan_value(v, kinds, found) for v in value]
+        return [_scan_value(v, kinds, found, known) for v in value]
     if isinstance(value, dict):  # (keys too: a payload of a type without a schema takes any)
-        return {_scan_value(k, kinds, found): _scan_value(v, kinds, found) for k, v in value.items()}
+        clean: dict[Any, Any] = {}
+        for k, v in value.items():
+            key = _scan_value(k, kinds, found, known)
+            if key != k and key in clean:  # two secrets, one marker: keep both entries
+                key = next(f"{key} ({n})" for n in range(2, len(value) + 2) if f"{key} ({n})" not in clean)
+            clean[key] = _scan_value(v, kinds, found, known)
+        return clean
     return value
 
 
 def _redacted_fields(
-    fields: dict[str, Any], found: list[tuple[str, str]] | None = None, *, model: type[models.Model] = Memory
+    fields: dict[str, Any],
+    found: list[tuple[str, str]] | None = None,
+    *,
+    model: type[models.Model] = Memory,
+    known: Iterable[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:
     """The fields with their secrets redacted, each cut to its column in `model` if the marker
     made it longer than the column holds, and the kinds found. `found`: the detect-secrets hits
     over these fields (and maybe others), computed once for a whole batch; computed here when
-    not given."""
+    not given. `known`: the kinds the memory already records (see `_scan_value`)."""
     kinds: set[str] = set()
+    known = frozenset(known)
     if found is None:
         found = secrets_scan.plugin_findings(list(_strings(list(fields.values()))))
     clean = {}
     for name, value in fields.items():
-        value = _scan_value(value, kinds, found)
+        value = _scan_value(value, kinds, found, known)
         limit = _column_length(model, name)
         clean[name] = _fit(value, limit) if limit else value
     return clean, sorted(kinds)
@@ -607,6 +621,12 @@ def _locked(memory: Memory) -> Memory:
     return Memory.objects.select_for_update().get(pk=memory.pk)
 
 
+def memory_locked(memory: Memory) -> Memory:
+    """The memory as it is now, its row locked until the caller's transaction ends: what a
+    permission check reads must be what the change then applies to."""
+    return _locked(memory)
+
+
 def _save_change(memory: Memory, actor: Principal, change: str, fields: set[str]) -> Memory:
     """Bump the version, keep history, persist `fields`, reindex and re-embed if text moved."""
     text_changed = bool(fields & _TEXT_FIELDS)
@@ -668,7 +688,7 @@ def memory_update(
     changed: set[str] = set()
     texts = {k: getattr(draft, k) for k in current if k in changes}
     texts |= {k: v for k, v in changes.items() if k in ("methodology", "commit_sha", "work_unit_ref")}
-    clean, kinds = _redacted_fields(texts)
+    clean, kinds = _redacted_fields(texts, known=memory.secret_kinds)
     if "scope" in clean:
         clean["scope"] = draft.scope.value
         if clean["scope"] == MemoryScope.TEAM:
@@ -756,7 +776,7 @@ def memory_feedback(
     if kind == FeedbackKind.CORRECT:
         if not content or not content.strip():
             raise Invalid("A correction needs the corrected content.", details={"field": "content"})
-        _, kinds = _redacted_fields({"content": content})
+        _, kinds = _redacted_fields({"content": content}, known=memory.secret_kinds)
         memory = memory_update(memory=memory, actor=actor, changes={"content": content}, change="corrected")
         # A person's correction is verified and ends the review, unless it brought a secret along
         # (redacted, as in any write): that one waits for a steward.

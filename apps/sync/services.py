@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps.memories.models import Memory, MemoryVersion
 from apps.memories.selectors import steward_fields
-from apps.memories.services import memory_create, memory_delete, memory_update
+from apps.memories.services import memory_create, memory_delete, memory_locked, memory_update
 from apps.sync.models import PushRef
 from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project
@@ -99,8 +99,11 @@ def _refused(memory: Memory) -> dict[str, Any]:
 
 def _with_refused(result: dict[str, Any], refused: list[str]) -> dict[str, Any]:
     """A change applied without the fields named in `refused` (pinning, deprecating: a
-    steward's); the next pull brings the memory as it is."""
-    return {**result, "refused": refused} if refused else result
+    steward's), with the server's copy: what is left may have changed nothing, and then no pull
+    would bring the memory back. A conflict applied nothing, and says only that."""
+    if not refused or result["status"] not in ("applied", "merged"):
+        return result
+    return {**result, "refused": refused, "server": memory_payload(Memory.objects.get(pk=result["id"]))}
 
 
 def may_steward(actor: Principal, organization_id) -> bool:
@@ -135,6 +138,7 @@ def push_apply(
             results.append(_result(status, id=change["id"]))
         elif op == "update":
             # What only a steward may change is left out of the edit; the rest applies.
+            memory = memory_locked(memory)
             refused = (
                 [] if may_steward(actor, memory.organization_id) else steward_fields(change["fields"], memory)
             )

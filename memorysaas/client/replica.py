@@ -219,10 +219,10 @@ class Replica:
             # the server's copy comes back, now or with this sync's pull.
             if result["status"] == "forbidden" or result.get("refused"):
                 report.forbidden += 1
-            if result["status"] == "forbidden":
-                self._store(result["server"])
-            elif change["op"] == "create" and result["status"] == "applied":
+            if change["op"] == "create" and result["status"] == "applied":
                 self._remove(change["ref"])  # the pull brings it back under its server id
+            if result["status"] == "forbidden" or result.get("refused"):
+                self._store(result["server"])
             elif result["status"] == "conflict":
                 local = self.get(change["id"]) or {}
                 self.db.execute(

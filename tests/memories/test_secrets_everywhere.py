@@ -182,6 +182,33 @@ def test_a_secret_in_a_payload_key_is_redacted_too(alice, api_client):
     assert _tables_holding(SECRET[13:40]) == []
 
 
+def test_two_secret_keys_keep_two_entries(alice, api_client):
+    other = SECRET[:-4] + "ZZZZ"
+    body = {"type": "gotcha", "content": "Two keys.", "payload": {SECRET: "prod", other: "staging"}}
+    response = api_client(alice.key).post(f"projects/{alice.project.id}/memories", body)
+    assert response.status_code == 201, response.content
+    assert sorted(response.json()["payload"].values()) == ["prod", "staging"]
+
+
+def test_an_old_marker_carried_along_finds_nothing_new(alice):
+    memory = make_memory(alice, content=f"Deploys read {SECRET} at start.")
+    assert memory.secrets_redacted and memory.needs_review
+    memory = services.memory_update(memory=memory, actor=alice.principal, changes={"needs_review": False})
+    edited = services.memory_update(
+        memory=memory, actor=alice.principal, changes={"content": memory.content + " Rotate it monthly."}
+    )
+    assert MARKER in edited.content and not edited.needs_review  # the marker was already known
+    corrected = services.memory_feedback(
+        memory=edited,
+        actor=alice.principal,
+        kind="correct",
+        content=edited.content.replace("monthly", "weekly"),
+    )
+    assert corrected.user_verified and not corrected.needs_review
+    note = make_memory(alice, content=f"From a note: {MARKER} is the deploy key.")  # redacted on its way in
+    assert note.secrets_redacted and note.needs_review
+
+
 def test_a_redaction_that_lengthens_content_keeps_the_memory_editable(alice, api_client):
     client = api_client(alice.key)
     content = "x" * 3980 + " pwd=ab12cd34"  # its marker is longer than `ab12cd34`

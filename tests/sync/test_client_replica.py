@@ -86,7 +86,7 @@ def test_what_the_server_refuses_gives_way_to_its_copy_and_the_rest_applies(alic
     )
     replica = Replica(str(tmp_path / "bob.db"), project_id=str(alice.project.id))
     replica.sync(client)
-    replica.edit(str(pinned_only.id), pinned=True)  # a member may not pin
+    replica.edit(str(pinned_only.id), pinned=True, tags=[])  # a member may not pin (tags: no change)
     replica.edit(str(edited.id), content="Invoices are numbered per year and per country.", deprecated=True)
     local = replica.remember(type="gotcha", content="Pinned on the train.")
     replica.edit(local, pinned=True)  # folded into its create
