@@ -430,6 +430,9 @@ def _create_relations(
     )
     rows = []
     for index, (memory, relations) in enumerate(pairs):
+        relations = list(
+            {(r.relation_type, r.target_memory_id, r.target_file_path.strip()): r for r in relations}.values()
+        )  # the same relation twice is one
         for rel in relations:
             if rel.target_memory_id is not None and rel.target_memory_id not in known:
                 missing = Invalid(

@@ -91,6 +91,14 @@ def test_files_renamed_and_deleted(alice):
     assert gone.stale_at is not None and moved.stale_at is None
 
 
+def test_the_same_relation_twice_is_stored_once(alice):
+    relation = {"relation_type": "validates", "target_file_path": "a/tests.py"}
+    memory = make_memory(
+        alice, relations=[relation, relation, {**relation, "target_file_path": " a/tests.py"}]
+    )
+    assert [r.target_file_path for r in memory.relations.all()] == ["a/tests.py"]
+
+
 def test_near_duplicate_found_above_threshold_only(alice):
     memory = make_memory(alice, content="QuerySet.update() does not call save() or send signals")
     found = selectors.find_near_duplicate(
