@@ -189,8 +189,9 @@ class Memory(models.Model):
     embedding_error = models.CharField(max_length=300, blank=True)
     embedded_at = models.DateTimeField(null=True, blank=True)
     # Code-aware lexemes (see codetokens): whole identifiers verbatim + english-stemmed prose.
-    # PostgreSQL derives the column `tenant_terms` from it (migration 0007: the same lexemes,
-    # each tagged with the organization, GIN-indexed, for finding candidates); unmapped here.
+    # PostgreSQL derives the column `tenant_terms` from it, and `tenant_files` from
+    # related_files (migration 0007: the same values, each tagged with the organization,
+    # GIN-indexed, for finding candidates); neither is mapped here.
     search_vector = SearchVectorField(null=True, blank=True)
 
     version = models.PositiveIntegerField(default=1)

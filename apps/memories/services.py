@@ -620,14 +620,10 @@ def _snapshot(memory: Memory, change: str, actor: Principal) -> MemoryVersion:
     )
 
 
-def _locked(memory: Memory) -> Memory:
-    return Memory.objects.select_for_update().get(pk=memory.pk)
-
-
 def memory_locked(memory: Memory) -> Memory:
     """The memory as it is now, its row locked until the caller's transaction ends: what a
     permission check reads must be what the change then applies to."""
-    return _locked(memory)
+    return Memory.objects.select_for_update().get(pk=memory.pk)
 
 
 def _save_change(memory: Memory, actor: Principal, change: str, fields: set[str]) -> Memory:
@@ -668,10 +664,18 @@ def memory_update(
     A change to the text fields re-indexes and re-embeds. Raises `Invalid` for unknown fields
     or a result that is not a valid memory.
     """
+    return _update(memory, actor, changes, change)[0]
+
+
+def _update(
+    memory: Memory, actor: Principal, changes: dict[str, Any], change: str
+) -> tuple[Memory, list[str]]:
+    """memory_update's work (in the caller's transaction), and the secret kinds the change
+    brought (a correction with one waits for review)."""
     unknown = sorted(set(changes) - UPDATABLE)
     if unknown:
         raise Invalid("These fields cannot be changed.", details={"fields": unknown})
-    memory = _locked(memory)
+    memory = memory_locked(memory)
     current = {
         "content": memory.content,
         "type": memory.type,
@@ -727,10 +731,10 @@ def memory_update(
         memory.needs_review = True
         changed |= {"secrets_redacted", "secret_kinds", "needs_review"}
     if not changed:
-        return memory
+        return memory, kinds
     _save_change(memory, actor, change, changed)
     audit_record(actor=actor, action=f"memory.{change}", target=memory, metadata={"fields": sorted(changed)})
-    return memory
+    return memory, kinds
 
 
 @transaction.atomic
@@ -759,11 +763,12 @@ def memory_feedback(
     """Record feedback and apply it.
 
     confirm → user_verified, review cleared; correct → new content (old kept in history),
-    verified and review cleared (unless the correction held a secret); flag → confidence −0.2 and needs_review; dispute → disputed (retrieval ×0.8) and
-    needs_review; used / helpful → counters only.
+    verified and review cleared (unless the correction held a secret); flag → confidence −0.2
+    and needs_review; dispute → disputed (retrieval ×0.8) and needs_review; used / helpful →
+    counters only. All but flag and dispute restart the decay clock.
     """
     kind = FeedbackKind(kind).value
-    memory = _locked(memory)
+    memory = memory_locked(memory)
     clean, _ = _redacted_fields({"note": note, "session_id": session_id}, model=MemoryFeedback)
     MemoryFeedback.objects.create(
         organization_id=memory.organization_id,
@@ -779,8 +784,7 @@ def memory_feedback(
     if kind == FeedbackKind.CORRECT:
         if not content or not content.strip():
             raise Invalid("A correction needs the corrected content.", details={"field": "content"})
-        _, kinds = _redacted_fields({"content": content}, known=memory.secret_kinds)
-        memory = memory_update(memory=memory, actor=actor, changes={"content": content}, change="corrected")
+        memory, kinds = _update(memory, actor, {"content": content}, "corrected")
         # A person's correction is verified and ends the review, unless it brought a secret along
         # (redacted, as in any write): that one waits for a steward.
         Memory.objects.filter(pk=memory.pk).update(user_verified=not kinds, needs_review=bool(kinds))
@@ -826,7 +830,7 @@ def memory_reinforce(
     """Another session observed what this memory says (the observer's novelty check found it
     above 0.88 cosine): add the session to its provenance, raise confidence (capped at 0.95),
     restart its decay clock. New version."""
-    memory = _locked(memory)
+    memory = memory_locked(memory)
     if session_id and session_id not in memory.provenance_session_ids:
         memory.provenance_session_ids = [*memory.provenance_session_ids, session_id[:100]]
     memory.confidence = round(

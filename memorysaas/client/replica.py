@@ -215,13 +215,13 @@ class Replica:
         changes = [json.loads(change) for _, change in queued]
         results = client.push(self.project_id, changes)
         for change, result in zip(changes, results, strict=True):
-            # A change the server refused (in part: pinning and deprecating are a steward's):
-            # the server's copy comes back, now or with this sync's pull.
-            if result["status"] == "forbidden" or result.get("refused"):
-                report.forbidden += 1
+            # A change the server refused, whole or in part (pinning and deprecating are a
+            # steward's), comes with the server's copy.
+            refused = result["status"] == "forbidden" or bool(result.get("refused"))
+            report.forbidden += refused
             if change["op"] == "create" and result["status"] == "applied":
                 self._remove(change["ref"])  # the pull brings it back under its server id
-            if result["status"] == "forbidden" or result.get("refused"):
+            if refused:
                 self._store(result["server"])
             elif result["status"] == "conflict":
                 local = self.get(change["id"]) or {}
