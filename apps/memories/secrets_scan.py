@@ -8,13 +8,17 @@ Anthropic and OpenAI project keys. Every hit is replaced by `[REDACTED:<kind>]`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 # An assignment to a credential-named variable: DB_PASSWORD=…, "client_secret": "…",
 # aws_secret_access_key = …; its value is a redaction candidate (see `_is_literal_credential`).
+# The match starts at the credential word: whatever prefixes it (`DB_`, `aws_`) changes nothing
+# in what is replaced, and matching it too made the engine try every word of the text.
 _CREDENTIAL_NAME = (
-    r"(?<![A-Za-z0-9_])[A-Za-z0-9_]*?(?:password|passwd|pwd|secret|token|api[_-]?key|private[_-]?key)"
+    r"(?:password|passwd|pwd|secret|token|api[_-]?key|private[_-]?key)"
     r"(?:[_-]?(?:access[_-]?)?key)?[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
 )
 # A value runs to whitespace or a quote (greedy: a lazy value before a lookahead was quadratic
@@ -22,41 +26,67 @@ _CREDENTIAL_NAME = (
 _VALUE = r"(?P<quote>[\"'`]?)(?!\[REDACTED)(?P<value>[^\s\"'`]{4,})(?P=quote)"
 _TRAILING = ".,;:!?)]}>"
 
-# Patterns detect-secrets does not ship (or ships only in narrower forms).
-EXTRA_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("anthropic_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai_key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}")),
-    ("github_token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{30,}\b")),
-    ("github_pat", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b")),
-    (
-        "gitlab_token",
-        re.compile(
-            r"\b(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-|GR1348941)[\w\-]{20,}"
-        ),
+
+# Patterns detect-secrets does not ship (or ships only in narrower forms). Each names the
+# lower-case literals one of which every match holds: text holding none skips the pattern, so a
+# long tool output costs a few substring searches instead of fifteen regex walks.
+@dataclass(frozen=True)
+class Pattern:
+    kind: str
+    hints: tuple[str, ...]
+    regex: re.Pattern[str]
+
+
+_GITLAB_PREFIXES = ("glpat", "gldt", "glft", "glsoat", "glrt", "glcbt", "glimt", "glptt", "glagent", "gloas")
+EXTRA_PATTERNS: tuple[Pattern, ...] = (
+    Pattern("anthropic_key", ("sk-ant-",), re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}")),
+    Pattern("openai_key", ("sk-",), re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{32,}")),
+    Pattern(
+        "github_token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{30,}\b"),
     ),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
-    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}\b")),
-    ("memorysaas_key", re.compile(r"\bmsk_[a-z0-9]{8}_[A-Za-z0-9]{40}\b")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    (
+    Pattern("github_pat", ("github_pat_",), re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b")),
+    Pattern(
+        "gitlab_token",
+        (*(f"{prefix}-" for prefix in _GITLAB_PREFIXES), "gr1348941"),
+        re.compile(rf"\b(?:(?:{'|'.join(_GITLAB_PREFIXES)})-|GR1348941)[\w\-]{{20,}}"),
+    ),
+    Pattern("google_api_key", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    Pattern("aws_access_key", ("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    Pattern("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
+    Pattern("stripe_key", ("_live_", "_test_"), re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}\b")),
+    Pattern("memorysaas_key", ("msk_",), re.compile(r"\bmsk_[a-z0-9]{8}_[A-Za-z0-9]{40}\b")),
+    Pattern(
+        "jwt", ("eyj",), re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")
+    ),
+    Pattern(
         "private_key",
+        ("-----begin",),
         re.compile(
             r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----"
             r"[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|$)"
         ),
     ),
-    ("url_credentials", re.compile(r"(?<=://)[^\s/:@]*:[^\s/@]+(?=@)")),
-    (
+    Pattern("url_credentials", ("://",), re.compile(r"(?<=://)[^\s/:@]*:[^\s/@]+(?=@)")),
+    Pattern(
         "authorization_token",
+        ("bearer", "authorization"),
         re.compile(
             r"(?i)(?:\bbearer|\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:basic|token))[ \t]+"
             r"(?!\[REDACTED)(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)"
         ),
     ),
-    ("password_assignment", re.compile(rf"(?i){_CREDENTIAL_NAME}{_VALUE}")),
+    # Every credential name holds one of these (`pwd`, `passwd`, `api_key`, `client_secret`, …).
+    Pattern(
+        "password_assignment",
+        ("pass", "pwd", "secret", "token", "key"),
+        re.compile(rf"(?i){_CREDENTIAL_NAME}{_VALUE}"),
+    ),
 )
+# Any pattern's hint: most strings (paths, short outputs) hold none and skip the patterns at once.
+_ANY_HINT = re.compile("|".join(re.escape(hint) for pattern in EXTRA_PATTERNS for hint in pattern.hints))
+
 # A word (`keep`, `None`, `user_password`) or a dotted name without digits (`settings.API_KEY`,
 # `request.user.auth_token`; `s3cr3t.P4ss` is no name).
 _WORD_OR_NAME = re.compile(r"[A-Za-z_\-]+|[A-Za-z_]+(?:\.[A-Za-z_]+)+")
@@ -109,6 +139,16 @@ def _detect_secrets_plugins() -> tuple:
     return tuple(plugins)
 
 
+@cache
+def _keyword_gate() -> re.Pattern[str]:
+    """What a line needs for detect-secrets' KeywordDetector to find anything: one of its
+    credential words (`api_?key`, `db_?pass`, `password`, `secret`, …), lower-cased. That plugin
+    is the slowest, and code is full of other `key`s."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    return re.compile("|".join(DENYLIST))
+
+
 def _kind_name(plugin) -> str:
     """`AWSKeyDetector` → `aws_key`, `Base64HighEntropyString` → `base64_high_entropy_string`."""
     name = re.sub(r"(Detector|Plugin)$", "", type(plugin).__name__)
@@ -121,19 +161,37 @@ def _kind_name(plugin) -> str:
 _MAYBE_SECRET = re.compile(
     r"[A-Za-z0-9+/=_\-.]{16,}|pass|pwd|secret|key|token|auth|cred|bearer|BEGIN|://[^/\s]+@", re.IGNORECASE
 )
+_KEYWORD_HINTS = ("key", "pass", "pwd", "secret", "contrase")
+
+# Lines the plugins found nothing in, remembered by this process: an agent's session reads the
+# same files and prints the same paths again and again. Only the plugins' verdict is kept (the
+# extra patterns are cheap and always run), and only for lines of moderate length.
+_CLEAN_LINES: dict[str, None] = {}
+_CLEAN_LINES_MAX = 50_000
+_CLEAN_LINE_LENGTH = 2_000
 
 
 def _plugin_hits(text: str) -> list[tuple[str, str]]:
     plugins = _detect_secrets_plugins()
-    lines = [line for line in text.splitlines() if _MAYBE_SECRET.search(line)]
+    lines = [
+        line
+        for line in dict.fromkeys(text.splitlines())
+        if line not in _CLEAN_LINES and _MAYBE_SECRET.search(line)
+    ]
     if not plugins or not lines:
         return []
     from detect_secrets.settings import default_settings
 
+    keyword_gate = _keyword_gate()
     hits: list[tuple[str, str]] = []
     with default_settings():
         for line in lines:
+            lowered = line.lower()
+            keywords = any(hint in lowered for hint in _KEYWORD_HINTS) and keyword_gate.search(lowered)
+            found_here = False
             for plugin in plugins:
+                if not keywords and type(plugin).__name__ == "KeywordDetector":
+                    continue
                 try:
                     # analyze_line, not analyze_string: the high-entropy plugins apply their
                     # entropy limit there; analyze_string yields every quoted word.
@@ -142,7 +200,13 @@ def _plugin_hits(text: str) -> list[tuple[str, str]]:
                     continue
                 # Some patterns take the delimiters around the token (Artifactory's `\s|=|:|"`).
                 values = [s.secret_value.strip(" \t\"'=:") for s in found if s.secret_value]
-                hits.extend((_kind_name(plugin), value) for value in values if len(value) >= 6)
+                values = [value for value in values if len(value) >= 6]
+                hits.extend((_kind_name(plugin), value) for value in values)
+                found_here = found_here or bool(values)
+            if not found_here and len(line) <= _CLEAN_LINE_LENGTH:
+                if len(_CLEAN_LINES) >= _CLEAN_LINES_MAX:
+                    _CLEAN_LINES.clear()
+                _CLEAN_LINES[line] = None
     return hits
 
 
@@ -158,7 +222,11 @@ def scan(text: str, found: list[tuple[str, str]] | None = None) -> ScanResult:
     if not text:
         return ScanResult(text=text or "")
     kinds: list[str] = []
-    for kind, pattern in EXTRA_PATTERNS:
+    lowered = text.lower()
+    for extra in EXTRA_PATTERNS if _ANY_HINT.search(lowered) else ():
+        if not any(hint in lowered for hint in extra.hints):
+            continue
+        kind, pattern = extra.kind, extra.regex
 
         def replace(match: re.Match[str], kind: str = kind, pattern: re.Pattern[str] = pattern) -> str:
             if "value" not in pattern.groupindex:
@@ -193,6 +261,44 @@ def markers(text: str) -> list[str]:
     session note, scanned as it arrived) still carries a secret's place, and what is stored
     from it is marked as if the secret had been found there."""
     return sorted(set(_MARKER.findall(text or "")))
+
+
+def strings(value: Any) -> Iterable[str]:
+    """Every string in a JSON-like value, dict keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from strings(k)
+            yield from strings(v)
+
+
+def redact(
+    value: Any, found: list[tuple[str, str]], kinds: set[str], known: frozenset[str] = frozenset()
+) -> Any:
+    """A JSON-like `value` with every string in it scanned (keys too: a payload or a tool call's
+    arguments may take any). `found`: `plugin_findings` over `strings(value)` (and maybe more).
+    `kinds` gains what was found, and the kinds of markers the text already held (text redacted
+    on its way in: a session note) beyond `known`, those its record already holds (an edit that
+    keeps an old marker finds nothing new)."""
+    if isinstance(value, str):
+        result = scan(value, found=found)
+        kinds.update(result.kinds, set(markers(value)) - known)
+        return result.text
+    if isinstance(value, list):
+        return [redact(v, found, kinds, known) for v in value]
+    if isinstance(value, dict):
+        clean: dict[Any, Any] = {}
+        for k, v in value.items():
+            key = redact(k, found, kinds, known)
+            if key != k and key in clean:  # two secrets, one marker: keep both entries
+                key = next(f"{key} ({n})" for n in range(2, len(value) + 2) if f"{key} ({n})" not in clean)
+            clean[key] = redact(v, found, kinds, known)
+        return clean
+    return value
 
 
 def scan_many(values: list[str]) -> tuple[list[str], list[str]]:

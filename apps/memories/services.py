@@ -71,39 +71,6 @@ _TEXT_FIELDS = {"content", "type", "tags", "related_files", "related_modules", "
 # ---------------------------------------------------------------- secrets
 
 
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
-
-
-def _scan_value(value: Any, kinds: set[str], found: list[tuple[str, str]], known: frozenset[str]) -> Any:
-    """`value` redacted. `kinds` gains what was found in it, and the kinds of markers it already
-    held (text redacted on its way in: a session note) beyond `known`, those the memory already
-    records (an edit that keeps an old marker found nothing new)."""
-    if isinstance(value, str):
-        result = secrets_scan.scan(value, found=found)
-        kinds.update(result.kinds, set(secrets_scan.markers(value)) - known)
-        return result.text
-    if isinstance(value, list):
-        return [_scan_value(v, kinds, found, known) for v in value]
-    if isinstance(value, dict):  # (keys too: a payload of a type without a schema takes any)
-        clean: dict[Any, Any] = {}
-        for k, v in value.items():
-            key = _scan_value(k, kinds, found, known)
-            if key != k and key in clean:  # two secrets, one marker: keep both entries
-                key = next(f"{key} ({n})" for n in range(2, len(value) + 2) if f"{key} ({n})" not in clean)
-            clean[key] = _scan_value(v, kinds, found, known)
-        return clean
-    return value
-
-
 def _redacted_fields(
     fields: dict[str, Any],
     found: list[tuple[str, str]] | None = None,
@@ -114,14 +81,14 @@ def _redacted_fields(
     """The fields with their secrets redacted, each cut to its column in `model` if the marker
     made it longer than the column holds, and the kinds found. `found`: the detect-secrets hits
     over these fields (and maybe others), computed once for a whole batch; computed here when
-    not given. `known`: the kinds the memory already records (see `_scan_value`)."""
+    not given. `known`: the kinds the memory already records (see `secrets_scan.redact`)."""
     kinds: set[str] = set()
     known = frozenset(known)
     if found is None:
-        found = secrets_scan.plugin_findings(list(_strings(list(fields.values()))))
+        found = secrets_scan.plugin_findings(list(secrets_scan.strings(list(fields.values()))))
     clean = {}
     for name, value in fields.items():
-        value = _scan_value(value, kinds, found, known)
+        value = secrets_scan.redact(value, found, kinds, known)
         limit = _column_length(model, name)
         clean[name] = _fit(value, limit) if limit else value
     return clean, sorted(kinds)
@@ -481,7 +448,7 @@ def memories_create_batch(
         raise Invalid(f"At most {MAX_BATCH} memories per batch.", details={"count": len(drafts)})
     # one detect-secrets pass for the whole batch: each pass has a fixed cost (its settings reset)
     found = secrets_scan.plugin_findings(
-        [t for d in drafts for t in _strings(list(_draft_fields(d).values()))]
+        [t for d in drafts for t in secrets_scan.strings(list(_draft_fields(d).values()))]
     )
     pairs = []
     for index, draft in enumerate(drafts):

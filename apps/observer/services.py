@@ -136,7 +136,7 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
         work_unit=ref,
         work_unit_key=key,
         parallel_group=parallel,
-        task=T.strip_private(data.get("task") or "")[:4000],
+        task=secrets_scan.scan(T.strip_private(data.get("task") or "")).text[:4000],
         client=(data.get("client") or "")[:100],
     )
     session.ab_group = ab_group(session.id)
@@ -149,25 +149,39 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
 # ---------------------------------------------------------------- ingest
 
 _TEXT_FIELDS = ("text", "result")
+# What an event holds besides what its client wrote: the rest (text, results, a tool call's
+# arguments, files, notes) is scanned for secrets before the batch is logged.
+_STRUCTURAL = frozenset({"seq", "type", "step", "tool", "is_error", "input_tokens", "output_tokens",
+                         "planned_steps", "sha", "phase", "ts"})  # fmt: skip
 
 
-def _clean(event: dict[str, Any]) -> dict[str, Any]:
-    """`<private>` spans never stored; None fields dropped. What becomes a session note (a
-    record_memory event's content, reasoning with `MEMORY:` lines) is scanned for secrets first:
-    /context and step injection hand notes back as they are, long before any promotion."""
+def _unprivate(event: dict[str, Any]) -> dict[str, Any]:
+    """`<private>` spans never stored; None fields dropped."""
     out = {k: v for k, v in event.items() if v is not None}
     for key in _TEXT_FIELDS:
         if key in out:
             out[key] = T.strip_private(out[key])
-    if out.get("type") == "reasoning" and "MEMORY:" in out.get("text", ""):
-        out["text"] = secrets_scan.scan(out["text"]).text
     args = out.get("args")
     if args:
         out["args"] = {k: T.strip_private(v) if isinstance(v, str) else v for k, v in args.items()}
     memory = out.get("memory")
     if memory and isinstance(memory.get("content"), str):
-        out["memory"] = {**memory, "content": secrets_scan.scan(T.strip_private(memory["content"])).text}
+        out["memory"] = {**memory, "content": T.strip_private(memory["content"])}
     return out
+
+
+def _clean(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events as they are logged: `<private>` spans gone, and every secret in what the
+    client wrote replaced by its marker (one detect-secrets pass for the batch). A tool's output
+    is where an agent's secrets turn up (`cat .env`, a failing request's headers), and the log,
+    the scratchpad, session notes and error fingerprints are all made from these events."""
+    events = [_unprivate(event) for event in events]
+    free = [{k: v for k, v in event.items() if k not in _STRUCTURAL} for event in events]
+    found = secrets_scan.plugin_findings(list(secrets_scan.strings(free)))
+    kinds: set[str] = set()
+    return [
+        {**event, **secrets_scan.redact(text, found, kinds)} for event, text in zip(events, free, strict=True)
+    ]
 
 
 _LOCK_FIELDS = ("id", "organization_id", "project_id", "status", "session_type", "event_count", "last_step",
@@ -213,12 +227,9 @@ def events_ingest(
             raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
         pad = load_scratchpad(locked)
         try:
-            fresh = []
-            for event in events:
-                if pad.accept(event["seq"]):
-                    event = _clean(event)
-                    pad.observe(event)
-                    fresh.append(event)
+            fresh = _clean([event for event in events if pad.accept(event["seq"])])
+            for event in fresh:
+                pad.observe(event)
             if fresh:
                 locked.event_count += len(fresh)
                 locked.last_step = pad.step
@@ -263,8 +274,10 @@ def validation_record(
     locked, pad = _locked_open(session)
     if locked.status != SessionStatus.OPEN:
         raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
-    pad.validations.append({"passed": passed, "work_unit": work_unit[:200], "report": T.strip_private(report)[:2000],
-                            "step": pad.step})  # fmt: skip
+    report = secrets_scan.scan(T.strip_private(report)).text[:2000]
+    pad.validations.append(
+        {"passed": passed, "work_unit": work_unit[:200], "report": report, "step": pad.step}
+    )
     promoted: list[str] = []
     units = {v["work_unit"] for v in pad.validations if v["work_unit"]}
     if passed and locked.session_type == "build" and len(units) > INCREMENTAL_UNITS:

@@ -144,6 +144,48 @@ def test_a_token_is_replaced_whole_and_plugin_kinds_read_well():
     assert ("aws_key", AWS_KEY) in secrets_scan.plugin_findings([f"key {AWS_KEY}"])
 
 
+EXTRA_SAMPLES = {
+    "anthropic_key": ANTHROPIC_KEY,
+    "openai_key": "sk-proj-" + "a1B2c3D4" * 5,
+    "github_token": GITHUB_TOKEN,
+    "github_pat": "github_pat_" + "A1b2C3d4E5" * 5,
+    "gitlab_token": "GR1348941" + "a1B2c3D4e5F6g7H8i9J0",
+    "google_api_key": "AIzaSyD" + "a1B2c3D4e5F6g7H8" * 2,
+    "aws_access_key": AWS_KEY,
+    "slack_token": "xoxb-1234567890-abcdefABCDEF",
+    "stripe_key": "rk_live_" + "a1B2c3D4e5" * 3,
+    "memorysaas_key": "msk_abcd1234_" + "A1b2C3d4" * 5,
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "private_key": PRIVATE_KEY,
+    "url_credentials": "postgres://app:hunter22@db",
+    "authorization_token": "AUTHORIZATION: Basic dXNlcjpodW50ZXIyMg==",
+    "password_assignment": "Db_PassWord=Tr0ub4dor3xyz",
+}
+
+
+def test_every_extra_pattern_has_a_sample_its_hints_let_through():
+    """Each pattern runs only on text holding one of its hints: a pattern whose hints miss its
+    own matches would never fire. Every pattern needs a sample here."""
+    assert {pattern.kind for pattern in secrets_scan.EXTRA_PATTERNS} == set(EXTRA_SAMPLES)
+    for kind, sample in EXTRA_SAMPLES.items():
+        result = secrets_scan.scan(f"see {sample} there", found=[])  # the extra patterns alone
+        assert kind in result.kinds, kind
+        assert "[REDACTED:" in result.text
+
+
+def test_a_line_the_plugins_found_clean_is_remembered_and_one_with_a_secret_never_is():
+    secret = 'signing = "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d"'
+    clean = "from shop.orders.serializers import OrderLineItemSerializer"
+    for _ in range(2):
+        found = secrets_scan.plugin_findings([secret, clean])
+        assert found == [("hex_high_entropy_string", "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d")]
+    assert clean in secrets_scan._CLEAN_LINES and secret not in secrets_scan._CLEAN_LINES
+
+
+def test_the_keyword_plugin_still_sees_credential_words_it_alone_knows():
+    assert ("keyword", "Zq8pW3nLx7") in secrets_scan.plugin_findings(['DB_PASS: "Zq8pW3nLx7"'])
+
+
 def test_scan_many_cleans_each_value_and_unions_the_kinds():
     cleaned, kinds = secrets_scan.scan_many(["auth", AWS_KEY, f"x {ANTHROPIC_KEY}"])
     assert cleaned == ["auth", "[REDACTED:aws_access_key]", "x [REDACTED:anthropic_key]"]

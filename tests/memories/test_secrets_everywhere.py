@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from apps.memories import services
@@ -15,6 +14,7 @@ from apps.tenants.principal import Principal
 from apps.tenants.services import api_key_create
 from tests.factories import ProjectFactory
 from tests.memories.factories import make_memory
+from tests.tables import tables_holding
 
 pytestmark = pytest.mark.django_db
 
@@ -44,25 +44,6 @@ def _everywhere() -> dict:
     }
 
 
-def _tables_holding(text: str) -> list[str]:
-    """Every table of the public schema with a row whose text form contains `text`."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT table_name FROM information_schema.tables"
-            " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
-        )
-        tables = [row[0] for row in cursor.fetchall()]
-        holding = []
-        for table in tables:
-            cursor.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {connection.ops.quote_name(table)} t WHERE t::text LIKE %s)",
-                [f"%{text}%"],
-            )
-            if cursor.fetchone()[0]:
-                holding.append(table)
-    return holding
-
-
 def test_a_secret_in_any_field_never_reaches_any_table(alice, api_client):
     client = api_client(alice.key)
     url = f"projects/{alice.project.id}/memories"
@@ -86,7 +67,7 @@ def test_a_secret_in_any_field_never_reaches_any_table(alice, api_client):
         assert response.status_code == 200, response.content
 
     # the random part of the key: also caught if only a cut of it were stored
-    assert _tables_holding(SECRET[13:40]) == []
+    assert tables_holding(SECRET[13:40]) == []
     for body in [patched.json(), *batch.json()["memories"]]:
         assert body["secrets_redacted"] and "anthropic_key" in body["secret_kinds"]
         assert body["methodology"] == body["commit_sha"] == MARKER
@@ -179,7 +160,7 @@ def test_a_secret_in_a_payload_key_is_redacted_too(alice, api_client):
     assert response.json()["payload"] == {MARKER: 1, "nested": {MARKER: [MARKER]}}
     patched = client.patch(f"memories/{response.json()['id']}", {"payload": {f"k {SECRET}": "v"}})
     assert patched.status_code == 200 and patched.json()["payload"] == {f"k {MARKER}": "v"}
-    assert _tables_holding(SECRET[13:40]) == []
+    assert tables_holding(SECRET[13:40]) == []
 
 
 def test_two_secret_keys_keep_two_entries(alice, api_client):

@@ -10,6 +10,7 @@ from apps.observer.models import EventBatch, PatternStat, Session, SynthesisLog
 from apps.observer.selectors import coaccess_partners
 from apps.observer.tasks import finalize_session
 from apps.observer.traces import Trace
+from tests.tables import tables_holding
 
 pytestmark = pytest.mark.django_db(transaction=False)
 REAL_AB_GROUP = services.ab_group  # before the agent fixture pins every session to "memory"
@@ -128,6 +129,36 @@ def test_a_note_with_a_secret_is_served_and_stored_redacted(agent):
     assert "[REDACTED:" in step["injection"]["content"] and key not in step["injection"]["content"]
     stored = EventBatch.objects.get(session_id=session["id"]).events
     assert key not in str(stored) and key not in str(Session.objects.get(id=session["id"]).scratchpad)
+
+
+def test_a_secret_anywhere_in_a_session_never_reaches_any_table(agent):
+    """Tool output is where an agent's secrets turn up (`cat .env`, a failing request): every
+    event is scanned before it is logged, as are the task and validation reports."""
+    key = "sk-ant-api03-" + "Hx4Lm8Qp2Wz6" * 4
+    edit = {"file_path": "deploy/settings.py", "new_string": f'KEY = "{key}"', "edits": [{"old": key}]}
+    trace = (
+        Trace()
+        .read("deploy/.env", f"ANTHROPIC_API_KEY={key}\nDEBUG=1\n")
+        .bash(f"curl -H 'x-api-key: {key}' https://api.example.com", f"401: key {key} revoked", error=True)
+        ._tool("Edit", edit, "ok")
+        .think(f"The key {key} was revoked; use the other one.")
+        .note("gotcha", f"Staging uses {key}.", [f"deploy/{key}.env"])
+    )
+    session = agent.open(task=f"rotate {key}")
+    agent.send(session["id"], trace.events)
+    agent.validate(session["id"], passed=True, report=f"checked with {key}")
+    agent.complete(session["id"])
+    assert tables_holding(key[13:40]) == []
+    logged = str(EventBatch.objects.get(session_id=session["id"]).events)
+    assert logged.count("[REDACTED:anthropic_key]") == 8
+    assert "DEBUG=1" in logged and "https://api.example.com" in logged  # the rest is kept as sent
+
+
+def test_a_secret_only_a_detect_secrets_plugin_knows_is_redacted_in_events(agent):
+    session = agent.open()
+    agent.send(session["id"], Trace().read("config/db.yml", 'db_pass: "Zq8pW3nLx7"\nhost: db').events)
+    logged = str(EventBatch.objects.get(session_id=session["id"]).events)
+    assert "Zq8pW3nLx7" not in logged and "[REDACTED:keyword]" in logged and "host: db" in logged
 
 
 def test_a_note_redacted_on_arrival_is_promoted_flagged_for_review(agent):
