@@ -21,6 +21,7 @@ from apps.governance.models import (
 )
 from apps.governance.notify import notify, project_stewards
 from apps.governance.trust import allowed_levels, project_offer
+from apps.memories import secrets_scan
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory
 from apps.tenants.principal import Principal
@@ -86,12 +87,18 @@ def _participants(dispute: Dispute) -> list:
     return users
 
 
+def _redacted(text: str) -> str:
+    """What a person wrote in a dispute's thread, as it is stored, mailed and shown: a pasted
+    credential becomes its marker, as in a memory."""
+    return secrets_scan.scan(text.strip()).text
+
+
 @transaction.atomic
 def dispute_open(*, memory: Memory, actor: Principal, reason: str) -> Dispute:
     """Open a dispute: the memory gets its `disputed` badge (retrieval ×0.8) through the memories
     feedback service, the thread starts, stewards are notified in-app and by email."""
     require(actor, memory.organization_id, Perm.MEMORIES_WRITE)
-    reason = reason.strip()
+    reason = _redacted(reason)
     if not reason:
         raise Invalid("Say why the memory is wrong.", details={"field": "reason"})
     if Dispute.objects.filter(memory=memory, status=DisputeStatus.OPEN).exists():
@@ -125,7 +132,7 @@ def dispute_open(*, memory: Memory, actor: Principal, reason: str) -> Dispute:
 @transaction.atomic
 def dispute_comment(*, dispute: Dispute, actor: Principal, body: str) -> DisputeComment:
     require(actor, dispute.organization_id, Perm.MEMORIES_WRITE)
-    body = body.strip()
+    body = _redacted(body)
     if not body:
         raise Invalid("A comment needs text.", details={"field": "body"})
     comment = _entry(dispute, actor, EntryKind.COMMENT, body)
@@ -190,7 +197,7 @@ def dispute_resolve(
         )
     dispute.status = DisputeStatus.REJECTED if resolution == Resolution.REJECT else DisputeStatus.RESOLVED
     dispute.resolution = resolution
-    dispute.resolution_note = note.strip()
+    dispute.resolution_note = _redacted(note)
     dispute.resolved_by = _user(actor)
     dispute.resolved_by_label = _label(actor)
     dispute.resolved_at = timezone.now()

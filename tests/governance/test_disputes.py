@@ -11,6 +11,7 @@ from apps.memories.fusion import weighting
 from apps.memories.models import Memory
 from apps.tenants.roles import Role
 from tests.memories.factories import make_memory
+from tests.tables import tables_holding
 
 pytestmark = pytest.mark.django_db
 
@@ -135,6 +136,23 @@ def test_deprecate_resolution(api_client, team, memory, signed_in):
     signed_in(team[Role.STEWARD]).post(f"disputes/{dispute_id}/resolve", {"resolution": "deprecate"})
     memory.refresh_from_db()
     assert memory.deprecated and not memory.disputed
+
+
+def test_a_secret_pasted_into_a_dispute_thread_is_stored_mailed_and_shown_redacted(
+    api_client, team, memory, signed_in
+):
+    key = "sk-ant-api03-" + "Pw3Ks8Jd2Lf6" * 4
+    dispute_id = _open(
+        api_client, team[Role.MEMBER], memory, reason=f"Staging needs {key}, not --fake."
+    ).json()["id"]
+    api_client(team[Role.STEWARD].key).post(f"disputes/{dispute_id}/comments", {"body": f"{key} works here"})
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve", {"resolution": "reject", "note": f"Rotated {key}."}
+    )
+    assert response.status_code == 200, response.content
+    thread = [c["body"] for c in response.json()["comments"]]
+    assert all("[REDACTED:anthropic_key]" in body for body in thread), thread
+    assert tables_holding(key[13:40]) == [] and not any(key in m.body for m in mail.outbox)
 
 
 def test_only_admins_override_a_closed_dispute_and_history_is_kept(api_client, team, memory, signed_in):
