@@ -254,7 +254,7 @@ def trust_level_set(*, project, actor: Principal, level: int, reason: str = "") 
         project=project,
         from_level=previous,
         to_level=level,
-        reason=reason[:300],
+        reason=_redacted(reason)[:300],
         changed_by=_user(actor),
         changed_by_label=_label(actor),
     )

@@ -86,6 +86,17 @@ EXTRA_PATTERNS: tuple[Pattern, ...] = (
 )
 # Any pattern's hint: most strings (paths, short outputs) hold none and skip the patterns at once.
 _ANY_HINT = re.compile("|".join(re.escape(hint) for pattern in EXTRA_PATTERNS for hint in pattern.hints))
+# Letters that case-insensitive matching (the `(?i)` patterns, detect-secrets' keyword rules) takes
+# for ASCII ones but `str.lower` keeps apart: `paſſword`, `AUTHORİZATİON` (`İ`.lower() is `i̇`).
+_ASCII_FOLDS = str.maketrans({"ſ": "s", "ı": "i", "İ": "i", "K": "k"})
+
+
+def _folded(text: str) -> str:
+    """`text` lower-cased as the hints are written, with the letters above folded to ASCII."""
+    if text.isascii() or not any(letter in text for letter in "ſıİK"):
+        return text.lower()
+    return text.translate(_ASCII_FOLDS).lower()
+
 
 # A word (`keep`, `None`, `user_password`) or a dotted name without digits (`settings.API_KEY`,
 # `request.user.auth_token`; `s3cr3t.P4ss` is no name).
@@ -156,8 +167,8 @@ def _kind_name(plugin) -> str:
 
 
 # A line can only hold something the plugins find if it has a long token, a secret-ish word
-# or credentials in a URL; the rest skip the plugins (they are slow: each scan resets their
-# settings caches).
+# or credentials in a URL; the rest skip the plugins (they are slow: each pass enters their
+# settings context, ~0.5 ms).
 _MAYBE_SECRET = re.compile(
     r"[A-Za-z0-9+/=_\-.]{16,}|pass|pwd|secret|key|token|auth|cred|bearer|BEGIN|://[^/\s]+@", re.IGNORECASE
 )
@@ -165,64 +176,83 @@ _KEYWORD_HINTS = ("key", "pass", "pwd", "secret", "contrase")
 
 # Lines the plugins found nothing in, remembered by this process: an agent's session reads the
 # same files and prints the same paths again and again. Only the plugins' verdict is kept (the
-# extra patterns are cheap and always run), and only for lines of moderate length.
+# extra patterns are cheap and always run), and only for lines of moderate length (≤ ~10 MB).
 _CLEAN_LINES: dict[str, None] = {}
-_CLEAN_LINES_MAX = 50_000
-_CLEAN_LINE_LENGTH = 2_000
+_CLEAN_LINES_MAX = 20_000
+_CLEAN_LINE_LENGTH = 500
 
 
-def _plugin_hits(text: str) -> list[tuple[str, str]]:
-    plugins = _detect_secrets_plugins()
-    lines = [
-        line
-        for line in dict.fromkeys(text.splitlines())
-        if line not in _CLEAN_LINES and _MAYBE_SECRET.search(line)
-    ]
-    if not plugins or not lines:
-        return []
-    from detect_secrets.settings import default_settings
+@dataclass
+class Findings:
+    """What the detect-secrets plugins found, line by line: a value is replaced only in the line
+    it was found in (`postgres` as a password is not `docker/postgres/init.sql`)."""
 
-    keyword_gate = _keyword_gate()
-    hits: list[tuple[str, str]] = []
-    with default_settings():
-        for line in lines:
-            lowered = line.lower()
-            keywords = any(hint in lowered for hint in _KEYWORD_HINTS) and keyword_gate.search(lowered)
-            found_here = False
-            for plugin in plugins:
-                if not keywords and type(plugin).__name__ == "KeywordDetector":
-                    continue
-                try:
-                    # analyze_line, not analyze_string: the high-entropy plugins apply their
-                    # entropy limit there; analyze_string yields every quoted word.
-                    found = plugin.analyze_line(filename="memory.txt", line=line)
-                except Exception:  # a plugin's bug must not block storing the memory
-                    continue
-                # Some patterns take the delimiters around the token (Artifactory's `\s|=|:|"`).
-                values = [s.secret_value.strip(" \t\"'=:") for s in found if s.secret_value]
-                values = [value for value in values if len(value) >= 6]
-                hits.extend((_kind_name(plugin), value) for value in values)
-                found_here = found_here or bool(values)
-            if not found_here and len(line) <= _CLEAN_LINE_LENGTH:
-                if len(_CLEAN_LINES) >= _CLEAN_LINES_MAX:
-                    _CLEAN_LINES.clear()
-                _CLEAN_LINES[line] = None
-    return hits
+    by_line: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+
+    def __iter__(self):
+        """Every (kind, value) found."""
+        for hits in self.by_line.values():
+            yield from hits
+
+    def cover(self, lines: Iterable[str]) -> None:
+        """Look at the lines not seen yet (one settings context for all of them)."""
+        fresh = [line for line in dict.fromkeys(lines) if line not in self.seen]
+        self.seen.update(fresh)
+        todo = [line for line in fresh if line not in _CLEAN_LINES and _MAYBE_SECRET.search(line)]
+        plugins = _detect_secrets_plugins()
+        if not plugins or not todo:
+            return
+        from detect_secrets.settings import default_settings
+
+        keyword_gate = _keyword_gate()
+        with default_settings():
+            for line in todo:
+                folded = _folded(line)
+                keywords = any(hint in folded for hint in _KEYWORD_HINTS) and keyword_gate.search(folded)
+                hits = []
+                for plugin in plugins:
+                    if not keywords and type(plugin).__name__ == "KeywordDetector":
+                        continue
+                    try:
+                        # analyze_line, not analyze_string: the high-entropy plugins apply their
+                        # entropy limit there; analyze_string yields every quoted word.
+                        found = plugin.analyze_line(filename="memory.txt", line=line)
+                    except Exception:  # a plugin's bug must not block storing the memory
+                        continue
+                    # Some patterns take the delimiters around the token (Artifactory's `\s|=|:|"`).
+                    values = [s.secret_value.strip(" \t\"'=:") for s in found if s.secret_value]
+                    values = [value for value in values if len(value) >= 6 and "[REDACTED:" not in value]
+                    hits.extend((_kind_name(plugin), value) for value in values)
+                if hits:
+                    self.by_line[line] = hits
+                elif len(line) <= _CLEAN_LINE_LENGTH:
+                    if len(_CLEAN_LINES) >= _CLEAN_LINES_MAX:
+                        _CLEAN_LINES.clear()
+                    _CLEAN_LINES[line] = None
 
 
-def plugin_findings(texts: list[str]) -> list[tuple[str, str]]:
-    """The detect-secrets hits (kind, value) in all `texts` at once: pass them to `scan(found=)`
-    when scanning many strings, since each plugin pass has a fixed cost."""
-    return _plugin_hits("\n".join(t for t in texts if t))
+def plugin_findings(texts: Iterable[str]) -> Findings:
+    """The detect-secrets hits in all `texts` at once: pass them to `scan(found=)` when scanning
+    many strings, since each plugin pass has a fixed cost."""
+    findings = Findings()
+    findings.cover(line for text in texts if text for line in text.splitlines())
+    return findings
 
 
-def scan(text: str, found: list[tuple[str, str]] | None = None) -> ScanResult:
+# Nothing shorter holds what the scanner replaces: an assignment is a name, `=` and 4 characters
+# (`pwd=abcd`); a token, a header or a URL credential is longer; the plugins report 6 or more.
+_SHORTEST_SECRET = 8
+
+
+def scan(text: str, found: Findings | None = None) -> ScanResult:
     """`text` with every secret replaced by `[REDACTED:<kind>]`, and the kinds found.
-    `found`: plugin hits computed beforehand by `plugin_findings` over this text (and others)."""
-    if not text:
+    `found`: plugin hits computed beforehand by `plugin_findings` over this text (and others);
+    lines it has not seen (those the extra patterns changed) are looked at here."""
+    if len(text or "") < _SHORTEST_SECRET:
         return ScanResult(text=text or "")
     kinds: list[str] = []
-    lowered = text.lower()
+    lowered = _folded(text)
     for extra in EXTRA_PATTERNS if _ANY_HINT.search(lowered) else ():
         if not any(hint in lowered for hint in extra.hints):
             continue
@@ -245,12 +275,27 @@ def scan(text: str, found: list[tuple[str, str]] | None = None) -> ScanResult:
             return whole[:start] + f"[REDACTED:{kind}]" + whole[start + len(value) :]
 
         text = pattern.sub(replace, text)
-    for kind, value in _plugin_hits(text) if found is None else found:
-        if "[REDACTED:" in value or value not in text:
-            continue
-        text = text.replace(value, f"[REDACTED:{kind}]")
-        kinds.append(kind)
+    found = Findings() if found is None else found
+    lines = text.splitlines()
+    found.cover(lines)
+    if any(line in found.by_line for line in lines):
+        pieces = text.splitlines(keepends=True)  # the same lines, with their endings
+        for i, line in enumerate(lines):
+            for kind, value in sorted(found.by_line.get(line, ()), key=lambda hit: -len(hit[1])):
+                redacted = _replace_outside_markers(pieces[i], value, f"[REDACTED:{kind}]")
+                if redacted != pieces[i]:
+                    pieces[i] = redacted
+                    kinds.append(kind)
+        text = "".join(pieces)
     return ScanResult(text=text, kinds=sorted(set(kinds)))
+
+
+_MARKER_SPLIT = re.compile(r"(\[REDACTED:[A-Za-z0-9_]+\])")
+
+
+def _replace_outside_markers(line: str, value: str, marker: str) -> str:
+    parts = _MARKER_SPLIT.split(line)
+    return "".join(part if i % 2 else part.replace(value, marker) for i, part in enumerate(parts))
 
 
 _MARKER = re.compile(r"\[REDACTED:([A-Za-z0-9_]+)\]")
@@ -276,9 +321,7 @@ def strings(value: Any) -> Iterable[str]:
             yield from strings(v)
 
 
-def redact(
-    value: Any, found: list[tuple[str, str]], kinds: set[str], known: frozenset[str] = frozenset()
-) -> Any:
+def redact(value: Any, found: Findings, kinds: set[str], known: frozenset[str] = frozenset()) -> Any:
     """A JSON-like `value` with every string in it scanned (keys too: a payload or a tool call's
     arguments may take any). `found`: `plugin_findings` over `strings(value)` (and maybe more).
     `kinds` gains what was found, and the kinds of markers the text already held (text redacted
@@ -286,7 +329,9 @@ def redact(
     keeps an old marker finds nothing new)."""
     if isinstance(value, str):
         result = scan(value, found=found)
-        kinds.update(result.kinds, set(markers(value)) - known)
+        kinds.update(result.kinds)
+        if "[REDACTED:" in value:
+            kinds.update(set(markers(value)) - known)
         return result.text
     if isinstance(value, list):
         return [redact(v, found, kinds, known) for v in value]

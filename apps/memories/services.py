@@ -73,7 +73,7 @@ _TEXT_FIELDS = {"content", "type", "tags", "related_files", "related_modules", "
 
 def _redacted_fields(
     fields: dict[str, Any],
-    found: list[tuple[str, str]] | None = None,
+    found: secrets_scan.Findings | None = None,
     *,
     model: type[models.Model] = Memory,
     known: Iterable[str] = (),
@@ -343,7 +343,7 @@ def _draft_fields(draft: MemoryDraft) -> dict[str, Any]:
 
 
 def _build(
-    project: Project, actor: Principal, draft: MemoryDraft, found: list[tuple[str, str]] | None = None
+    project: Project, actor: Principal, draft: MemoryDraft, found: secrets_scan.Findings | None = None
 ) -> tuple[Memory, list[RelationDraft]]:
     scope = draft.scope.value
     owner = actor.user if actor.user is not None and actor.user.pk else None

@@ -121,6 +121,7 @@ def ab_group(session_id: UUID) -> str:
 
 
 def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) -> Session:
+    data = secrets_scan.redact(data, secrets_scan.plugin_findings(secrets_scan.strings(data)), set())
     methodology = data.get("methodology") or project.methodology or "native"
     plugin = plugin_for(methodology)
     ref, key, parallel = _work_unit(methodology, data.get("work_unit"))
@@ -136,7 +137,7 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
         work_unit=ref,
         work_unit_key=key,
         parallel_group=parallel,
-        task=secrets_scan.scan(T.strip_private(data.get("task") or "")).text[:4000],
+        task=T.strip_private(data.get("task") or "")[:4000],
         client=(data.get("client") or "")[:100],
     )
     session.ab_group = ab_group(session.id)
@@ -149,10 +150,11 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
 # ---------------------------------------------------------------- ingest
 
 _TEXT_FIELDS = ("text", "result")
-# What an event holds besides what its client wrote: the rest (text, results, a tool call's
-# arguments, files, notes) is scanned for secrets before the batch is logged.
-_STRUCTURAL = frozenset({"seq", "type", "step", "tool", "is_error", "input_tokens", "output_tokens",
-                         "planned_steps", "sha", "phase", "ts"})  # fmt: skip
+# The fields of an event that are not free text (checked by the schema: numbers, flags, the
+# type, an ISO time). Everything else (text, results, a tool call's arguments, files, notes, the
+# tool's name, a commit sha) is scanned for secrets before the batch is logged.
+_STRUCTURAL = frozenset({"seq", "type", "step", "is_error", "input_tokens", "output_tokens", "planned_steps",
+                         "ts"})  # fmt: skip
 
 
 def _unprivate(event: dict[str, Any]) -> dict[str, Any]:
@@ -275,6 +277,7 @@ def validation_record(
     if locked.status != SessionStatus.OPEN:
         raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
     report = secrets_scan.scan(T.strip_private(report)).text[:2000]
+    work_unit = secrets_scan.scan(work_unit).text
     pad.validations.append(
         {"passed": passed, "work_unit": work_unit[:200], "report": report, "step": pad.step}
     )

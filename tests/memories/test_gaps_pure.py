@@ -163,12 +163,13 @@ EXTRA_SAMPLES = {
 }
 
 
-def test_every_extra_pattern_has_a_sample_its_hints_let_through():
+def test_every_extra_pattern_has_a_sample_its_hints_let_through(monkeypatch):
     """Each pattern runs only on text holding one of its hints: a pattern whose hints miss its
     own matches would never fire. Every pattern needs a sample here."""
+    monkeypatch.setattr(secrets_scan, "_detect_secrets_plugins", lambda: ())  # the extra patterns alone
     assert {pattern.kind for pattern in secrets_scan.EXTRA_PATTERNS} == set(EXTRA_SAMPLES)
     for kind, sample in EXTRA_SAMPLES.items():
-        result = secrets_scan.scan(f"see {sample} there", found=[])  # the extra patterns alone
+        result = secrets_scan.scan(f"see {sample} there")
         assert kind in result.kinds, kind
         assert "[REDACTED:" in result.text
 
@@ -178,8 +179,41 @@ def test_a_line_the_plugins_found_clean_is_remembered_and_one_with_a_secret_neve
     clean = "from shop.orders.serializers import OrderLineItemSerializer"
     for _ in range(2):
         found = secrets_scan.plugin_findings([secret, clean])
-        assert found == [("hex_high_entropy_string", "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d")]
+        assert list(found) == [("hex_high_entropy_string", "4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d")]
     assert clean in secrets_scan._CLEAN_LINES and secret not in secrets_scan._CLEAN_LINES
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "paſſword = 'hunter2xyz'",
+        'client_ſecret: "zq8Lw2pVn4"',
+        "AUTHORİZATİON: Basic dXNlcjpwYXNzd29yZA==",
+        "Authorızation: token abcdefgh12345",
+        'CLİENT_KEY = "s3cr3tvalue99"',
+        'db_paſs = "qwerty987"',
+    ],
+)
+def test_letters_that_match_ascii_case_insensitively_do_not_slip_past_the_hints(text):
+    """`ſ`, `ı` and `İ` match `s` and `i` in a case-insensitive pattern but not after
+    `str.lower()`: the hints fold them first."""
+    assert secrets_scan.scan(text).found, text
+
+
+def test_a_value_found_in_one_line_is_replaced_in_that_line_only_and_never_inside_a_marker():
+    texts = ['POSTGRES_PASSWORD="postgres"', "/repo/docker/postgres/init.sql", "psql -U postgres"]
+    found = secrets_scan.plugin_findings(texts)
+    assert [secrets_scan.scan(t, found).text for t in texts] == [
+        'POSTGRES_PASSWORD="[REDACTED:password_assignment]"',
+        "/repo/docker/postgres/init.sql",
+        "psql -U postgres",
+    ]
+    result = secrets_scan.scan('User(email="a@b.c", password="password")\nsee apps/auth/password_reset.py')
+    assert (
+        result.text
+        == 'User(email="a@b.c", password="[REDACTED:password_assignment]")\nsee apps/auth/password_reset.py'
+    )
+    assert secrets_scan.markers(result.text) == ["password_assignment"]
 
 
 def test_the_keyword_plugin_still_sees_credential_words_it_alone_knows():

@@ -143,14 +143,16 @@ def test_a_secret_anywhere_in_a_session_never_reaches_any_table(agent):
         ._tool("Edit", edit, "ok")
         .think(f"The key {key} was revoked; use the other one.")
         .note("gotcha", f"Staging uses {key}.", [f"deploy/{key}.env"])
+        .commit(key, ["deploy/settings.py"])
     )
-    session = agent.open(task=f"rotate {key}")
+    work_unit = {"hierarchy": [f"rotate {key}"], "label": key, "parallel_group": key}
+    session = agent.open(task=f"rotate {key}", client=key[:100], work_unit=work_unit)
     agent.send(session["id"], trace.events)
-    agent.validate(session["id"], passed=True, report=f"checked with {key}")
+    agent.validate(session["id"], passed=True, work_unit=key, report=f"checked with {key}")
     agent.complete(session["id"])
     assert tables_holding(key[13:40]) == []
     logged = str(EventBatch.objects.get(session_id=session["id"]).events)
-    assert logged.count("[REDACTED:anthropic_key]") == 8
+    assert logged.count("[REDACTED:anthropic_key]") == 9
     assert "DEBUG=1" in logged and "https://api.example.com" in logged  # the rest is kept as sent
 
 
