@@ -76,7 +76,7 @@ def main() -> int:
     try:
         print("• Migrating")
         _manage("migrate", "--noinput", "-v", "0")
-        demo = _manage("bootstrap_demo", capture=True)
+        demo = _manage("bootstrap_demo", "--key-file", str(BASE_DIR / ".data" / "demo_api_key"), capture=True)
         print("\n─── demo credentials ───────────────────────────────")
         print(demo.strip())
         print("────────────────────────────────────────────────────")

@@ -40,13 +40,16 @@ class Perm(StrEnum):
     ORG_OWN = "org:own"
 
 
-API_KEY_SCOPES: tuple[str, ...] = (
-    Perm.MEMORIES_READ,
-    Perm.MEMORIES_WRITE,
-    Perm.OBSERVER_WRITE,
-    Perm.GRAPH_WRITE,
-    Perm.SYNC,
-    Perm.ADMIN,
+API_KEY_SCOPES: tuple[str, ...] = tuple(
+    str(perm.value)  # plain strings: they are listed back to clients in errors
+    for perm in (
+        Perm.MEMORIES_READ,
+        Perm.MEMORIES_WRITE,
+        Perm.OBSERVER_WRITE,
+        Perm.GRAPH_WRITE,
+        Perm.SYNC,
+        Perm.ADMIN,
+    )
 )
 
 _VIEWER = frozenset({Perm.MEMORIES_READ})

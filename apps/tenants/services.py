@@ -190,6 +190,11 @@ def api_key_create(
         raise Forbidden("A key cannot create a key with scopes it does not have itself.")
     if project is not None and project.organization_id != organization.id:
         raise Invalid("The project belongs to another organization.")
+    if actor.project_limit is not None:
+        # A key limited to one project makes keys limited to it: it cannot widen its own reach.
+        if project is not None and project.id != actor.project_limit:
+            raise Forbidden("A key limited to one project can only create keys for that project.")
+        project = project or Project.objects.get(id=actor.project_limit)
     if expires_at is not None and expires_at <= timezone.now():
         raise Invalid("expires_at must be in the future.")
     for _ in range(5):

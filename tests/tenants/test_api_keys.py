@@ -167,3 +167,24 @@ def test_a_project_limited_key_sees_only_its_project(alice, api_client):
     ids = [p["id"] for p in api_client(limited).get("projects").json()]
     assert ids == [str(alice.project.id)]
     assert api_client(limited).get(f"projects/{other['id']}").status_code == 404
+
+
+def test_a_project_limited_key_makes_only_keys_limited_to_its_project(alice, api_client):
+    """It cannot widen its reach by minting an org-wide key, and it can list and revoke what it made."""
+    other = api_client(alice.key).post("projects", {"name": "Second"}).json()
+    url = f"orgs/{alice.org.slug}/api-keys"
+    limited = (
+        api_client(alice.key)
+        .post(url, {"name": "one", "scopes": ["admin", "memories:read"], "project_id": str(alice.project.id)})
+        .json()["key"]
+    )
+    made = api_client(limited).post(url, {"name": "CI agent", "scopes": ["memories:read"]})
+    assert made.status_code == 201, made.content
+    assert made.json()["project_id"] == str(alice.project.id)
+    assert [p["id"] for p in api_client(made.json()["key"]).get("projects").json()] == [str(alice.project.id)]
+    assert made.json()["id"] in [k["id"] for k in api_client(limited).get(url).json()]
+    assert api_client(limited).delete(f"{url}/{made.json()['id']}").status_code == 200
+    elsewhere = api_client(limited).post(
+        url, {"name": "x", "scopes": ["memories:read"], "project_id": other["id"]}
+    )
+    assert elsewhere.status_code in (403, 404)

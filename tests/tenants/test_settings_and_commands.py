@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from apps.tenants.models import ApiKey, Organization
 from apps.tenants.roles import PERMISSION_LABELS, ROLE_ORDER, ROLE_PERMISSIONS
@@ -60,6 +61,27 @@ def test_bootstrap_demo_is_idempotent_and_prints_working_credentials(db):
     key = api_key_authenticate(second["API_KEY"])
     assert key is not None and str(key.project_id) == second["PROJECT_ID"]
     assert set(second) >= {"ORG", "PROJECT_ID", "API_KEY", "LOGIN", "PASSWORD"}
+
+
+def test_bootstrap_demo_with_a_key_file_keeps_the_key_across_runs(db, tmp_path):
+    """`make run` passes a key file: an agent set up with the demo key keeps working after a
+    restart; a key that no longer works (revoked) is replaced and the file rewritten."""
+    key_file = tmp_path / "keys" / "demo_api_key"
+
+    def run() -> str:
+        out = StringIO()
+        call_command("bootstrap_demo", "--key-file", str(key_file), stdout=out)
+        return dict(line.split("=", 1) for line in out.getvalue().splitlines())["API_KEY"]
+
+    first, second = run(), run()
+    assert first == second and api_key_authenticate(second) is not None
+    assert key_file.read_text().strip() == first and key_file.stat().st_mode & 0o777 == 0o600
+    key = api_key_authenticate(first)
+    key.revoked_at = timezone.now()
+    key.save(update_fields=["revoked_at"])
+    third = run()
+    assert third != first and api_key_authenticate(third) is not None
+    assert key_file.read_text().strip() == third
 
 
 def test_create_api_key_prints_the_key_once(db):

@@ -1,10 +1,14 @@
 """Create (or find) a demo organization, owner, project and all-scopes API key; print them.
 
-Idempotent: a second run reuses the org, user and project, and replaces the demo key (the old
-secret cannot be shown again, so the previous demo key is revoked and a new one printed).
+Idempotent: a second run reuses the org, user and project. The demo key's secret cannot be shown
+again from the database (only its hash is kept), so without `--key-file` a second run revokes
+the demo key and prints a new one. With `--key-file` (as `make run` passes, under `.data/`) the
+key is kept in that file, readable by its owner only, and reused while it still works: an agent
+or offline client set up with it keeps working across restarts.
 """
 
 import os
+from pathlib import Path
 
 from django.core.management.base import BaseCommand
 from django.db import transaction
@@ -25,9 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("--email", default="demo@memorysaas.local")
         parser.add_argument("--password", default=os.environ.get("DEMO_PASSWORD", "demo-password-123"))
         parser.add_argument("--project", default="demo-project")
+        parser.add_argument("--key-file", help="Keep the demo key here and reuse it while it works.")
 
     @transaction.atomic
-    def handle(self, *args, org: str, email: str, password: str, project: str, **options):
+    def handle(
+        self, *args, org: str, email: str, password: str, project: str, key_file: str | None = None, **options
+    ):
         user = User.objects.filter(email__iexact=email).first()
         if user is None:
             user = User.objects.create_user(email=email, password=password, name="Demo Owner")
@@ -55,15 +62,23 @@ class Command(BaseCommand):
                 slug=project,
             )
 
-        for old in ApiKey.objects.for_org(organization).filter(name=DEMO_KEY_NAME).active():
-            services.api_key_revoke(api_key=old, actor=principal)
-        _, full_key = services.api_key_create(
-            organization=organization,
-            actor=principal,
-            name=DEMO_KEY_NAME,
-            scopes=API_KEY_SCOPES,
-            project=demo_project,
-        )
+        full_key = _kept_key(key_file, demo_project)
+        if full_key is None:
+            for old in ApiKey.objects.for_org(organization).filter(name=DEMO_KEY_NAME).active():
+                services.api_key_revoke(api_key=old, actor=principal)
+            _, full_key = services.api_key_create(
+                organization=organization,
+                actor=principal,
+                name=DEMO_KEY_NAME,
+                scopes=API_KEY_SCOPES,
+                project=demo_project,
+            )
+            if key_file:
+                path = Path(key_file)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch(mode=0o600)
+                path.chmod(0o600)
+                path.write_text(full_key + "\n")
 
         self.stdout.write(f"ORG={organization.slug}")
         self.stdout.write(f"PROJECT_ID={demo_project.id}")
@@ -79,3 +94,14 @@ class Command(BaseCommand):
         EmailAddress.objects.update_or_create(
             user=user, email=user.email, defaults={"verified": True, "primary": True}
         )
+
+
+def _kept_key(key_file: str | None, project: Project) -> str | None:
+    """The key kept in `key_file` if it is still the demo project's active demo key."""
+    if not key_file or not Path(key_file).is_file():
+        return None
+    full = Path(key_file).read_text().strip()
+    key = services.api_key_authenticate(full)
+    if key is None or key.name != DEMO_KEY_NAME or key.project_id != project.id:
+        return None
+    return full
