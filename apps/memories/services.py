@@ -654,6 +654,17 @@ def _update(
         "confidence": memory.confidence,
         "scope": memory.scope,
     }
+    # A citation made from the old content's start is made again from the new one: /context
+    # would otherwise hand agents the corrected fact under the words of the wrong one. A citation
+    # someone wrote stays.
+    derived = memory.citation_text == short_citation(memory.content)
+    if (
+        "content" in changes
+        and "citation_text" not in changes
+        and derived
+        and isinstance(changes["content"], str)
+    ):
+        changes = {**changes, "citation_text": short_citation(changes["content"])}
     draft_fields = {**current, **{k: v for k, v in changes.items() if k in current}}
     try:
         draft = MemoryDraft(**draft_fields)

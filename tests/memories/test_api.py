@@ -128,6 +128,33 @@ def test_patch_makes_a_new_version_and_reembeds(alice, api_client):
     assert client.patch(f"memories/{memory.id}", {"confidence": 2}).status_code == 422
 
 
+def test_an_edit_or_correction_remakes_a_citation_made_from_the_content_but_keeps_a_written_one(
+    alice, api_client
+):
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/memories"
+    made = client.post(url, {"type": "decision", "content": "We deploy the billing service nightly."}).json()
+    titled = client.post(
+        url, {"type": "decision", "content": "Deploys run from CI.", "citation_text": "deploy cadence"}
+    ).json()
+    assert made["citation_text"] == "We deploy the billing service nightly."
+    patched = client.patch(
+        f"memories/{made['id']}", {"content": "We deploy the billing service weekly."}
+    ).json()
+    assert patched["citation_text"] == "We deploy the billing service weekly."
+    corrected = client.post(
+        f"memories/{made['id']}/feedback", {"kind": "correct", "content": "We deploy it on Mondays."}
+    )
+    assert corrected.status_code == 200, corrected.content
+    assert client.get(f"memories/{made['id']}").json()["citation_text"] == "We deploy it on Mondays."
+    kept = client.patch(f"memories/{titled['id']}", {"content": "Deploys run from CI, tagged."}).json()
+    assert kept["citation_text"] == "deploy cadence"
+    context = client.post(
+        f"projects/{alice.project.id}/context", {"task": "when do we deploy billing"}
+    ).json()
+    assert "nightly" not in context["text"] and "weekly" not in context["text"]
+
+
 def test_the_file_filter_takes_a_path_as_memories_store_it(alice, api_client):
     make_memory(alice, content="Windows paths too.", related_files=["src/app.py"])
     client = api_client(alice.key)
