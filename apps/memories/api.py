@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.db import transaction
-from ninja import Field, Query, Router, Status
-from pydantic import model_validator
+from ninja import Body, Field, Query, Router, Status
+from pydantic import Discriminator, Tag, model_validator
 
 from apps.memories import selectors, services
 from apps.memories.drafts import (
@@ -40,6 +40,19 @@ class MemoryIn(MemoryDraft, InputSchema):
 
 class BatchIn(InputSchema):
     memories: list[MemoryIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+def _one_or_batch(body: Any) -> str:
+    """A body with `memories` is a batch, any other one memory: its errors are reported against
+    that shape alone, not against both (`memories: Field required` beside a too-long `content`)."""
+    return (
+        "batch" if isinstance(body, BatchIn) or (isinstance(body, dict) and "memories" in body) else "memory"
+    )
+
+
+CreateIn = Annotated[
+    Annotated[BatchIn, Tag("batch")] | Annotated[MemoryIn, Tag("memory")], Discriminator(_one_or_batch)
+]
 
 
 class RelationOut(OutputSchema):
@@ -172,7 +185,7 @@ class FeedbackIn(InputSchema):
 
 
 @router.post("/projects/{project_id}/memories", response={201: MemoryOut | BatchOut})
-def memories_create(request, project_id: UUID, payload: BatchIn | MemoryIn):
+def memories_create(request, project_id: UUID, payload: Body[CreateIn]):
     """Store one memory, or `{"memories": [...]}` — up to 500 in one transaction (all or none)."""
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_WRITE)
     batch = payload.memories if isinstance(payload, BatchIn) else [payload]

@@ -57,6 +57,10 @@ def test_batch_over_500_and_long_content_are_422(alice, api_client):
     response = client.post(url, _body(content="x" * 4001))
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "validation_error"
+    # reported against one memory's shape only, not also against a batch's
+    assert [e["loc"][-1] for e in response.json()["error"]["details"]] == ["content"]
+    batch = client.post(url, {"memories": [_body(content="x" * 4001)]}).json()["error"]["details"]
+    assert [e["loc"][-3:] for e in batch] == [["memories", "0", "content"]]
     assert client.post(url, _body(colour="red")).status_code == 422
 
 
