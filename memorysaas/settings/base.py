@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "channels",
     "django_q",
     "django_htmx",
+    "ninja",  # serves the API docs' Swagger UI from its own static files, not a CDN (offline)
     "allauth",
     "allauth.account",
     "allauth.mfa",

@@ -1,7 +1,9 @@
 """Every API error is the JSON envelope with the right 4xx status, and nothing is stored."""
 
+import re
+
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from apps.tenants.models import Project
 
@@ -86,4 +88,9 @@ def test_the_openapi_schema_and_docs_are_served(db, api_client):
     schema = api_client().get("openapi.json")
     assert schema.status_code == 200
     assert "/api/v1/projects" in schema.json()["paths"]
-    assert api_client().get("docs").status_code == 200
+    docs = api_client().get("docs")
+    assert docs.status_code == 200
+    page = docs.content.decode()
+    assert "cdn.jsdelivr.net" not in page and "swagger-ui-bundle.js" in page  # works offline
+    script = re.search(r'src="([^"]*swagger-ui-bundle\.js)"', page).group(1)
+    assert Client().get(script).status_code == 200
