@@ -13,10 +13,11 @@ from django.conf import settings
 from django.db import transaction
 from django.http.multipartparser import MultiPartParserError
 from ninja import Field, Query, Router, Status
-from pydantic import ValidationError, field_validator
+from pydantic import ValidationError, field_validator, model_validator
 
 from apps.graph import selectors, services
 from apps.graph.archive import extract_archive
+from apps.graph.extract import language_of
 from apps.graph.models import IndexJob, IndexStatus
 from apps.graph.tasks import index_job_task
 from apps.tenants.roles import Perm
@@ -57,6 +58,18 @@ class BatchIn(InputSchema):
     @classmethod
     def _renamed(cls, values: dict[str, str]) -> dict[str, str]:
         return {_clean_path(k): _clean_path(v) for k, v in values.items()}
+
+    @model_validator(mode="after")
+    def _renamed_with_content(self) -> BatchIn:
+        """A renamed code file is indexed from the content sent for its new path: without it the
+        old path's nodes would go and nothing would take their place."""
+        sent = {f.path for f in self.files}
+        missing = sorted(new for new in self.renamed.values() if new not in sent and language_of(new))
+        if missing:
+            raise ValueError(
+                f"renamed files need their content in `files` under the new path: {', '.join(missing)}"
+            )
+        return self
 
 
 class JobOut(OutputSchema):

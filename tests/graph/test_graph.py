@@ -262,6 +262,11 @@ def test_json_batches_update_incrementally(alice, api_client, py_repo):
     assert client.get(f"projects/{alice.project.id}/graph/index").json()["status"] == "done"
     assert ("app/api/urls.py", "app/auth/tokens.py") in file_edges(alice.project)
     assert ("app/api/urls.py", "app/api/views.py") not in file_edges(alice.project)
+    moved = client.post(
+        f"projects/{alice.project.id}/graph/index", {"renamed": {"app/api/urls.py": "app/api/r.py"}}
+    )
+    assert moved.status_code == 422 and "app/api/r.py" in str(moved.json()["error"]["details"])
+    assert ("app/api/urls.py", "app/auth/tokens.py") in file_edges(alice.project)  # nothing lost
     for bad in (
         {"files": [{"path": "../x.py", "content": ""}]},
         {},
