@@ -137,7 +137,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         stamp, memory_id = raw.split("|", 1)
         return datetime.fromisoformat(stamp), UUID(memory_id)
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise Invalid("The cursor is not one this API gave out.", details={"field": "cursor"}) from None
+        raise Invalid("The cursor is not one this server gave out.", details={"field": "cursor"}) from None
 
 
 def memories_list(
