@@ -88,8 +88,9 @@ def _update(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[st
 def _delete(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
     if change["base_version"] != memory.version:
         return _result("conflict", id=str(memory.id), conflicts=["deleted"], server=memory_payload(memory))
+    memory_id = str(memory.id)  # Model.delete() clears the pk
     memory_delete(memory=memory, actor=actor)
-    return _result("applied", id=str(memory.id))
+    return _result("applied", id=memory_id)
 
 
 def _refused(memory: Memory) -> dict[str, Any]:
@@ -116,12 +117,24 @@ def can_delete(actor: Principal, memory: Memory) -> bool:
     return own or may_steward(actor, memory.organization_id)
 
 
+def _current(memory: Memory | None) -> Memory | None:
+    """The memory as the changes before this one left it, locked; None once one deleted it.
+    What the caller resolved was read before any change applied."""
+    if memory is None:
+        return None
+    try:
+        return memory_locked(memory)
+    except Memory.DoesNotExist:
+        return None
+
+
 @transaction.atomic
 def push_apply(
     *, project: Project, actor: Principal, changes: list[dict[str, Any]], memories: dict
 ) -> list[dict]:
-    """Apply validated changes in order, in one transaction. `memories` maps the ids the
-    changes name to the memories the caller may touch (resolved by the API layer)."""
+    """Apply validated changes in order, in one transaction, each seeing what the ones before it
+    did. `memories` maps the ids the changes name to the memories the caller may touch (resolved
+    by the API layer, before any change applied: each is read again as it is reached)."""
     results = []
     for change in changes:
         op = change["op"]
@@ -132,13 +145,12 @@ def push_apply(
                 refused = ["pinned"]
             results.append(_with_refused(_create(project, actor, change), refused))
             continue
-        memory = memories.get(change["id"])
+        memory = _current(memories.get(change["id"]))
         if memory is None:
             status = "gone" if op == "delete" else "not_found"
             results.append(_result(status, id=change["id"]))
         elif op == "update":
             # What only a steward may change is left out of the edit; the rest applies.
-            memory = memory_locked(memory)
             refused = (
                 [] if may_steward(actor, memory.organization_id) else steward_fields(change["fields"], memory)
             )

@@ -1,7 +1,12 @@
 """`python -m memorysaas.client` — sync a device replica and search it offline.
 
-python -m memorysaas.client --db memory.db --project $PROJECT_ID sync      # needs MEMORYSAAS_URL, MEMORYSAAS_KEY
-python -m memorysaas.client --db memory.db --project $PROJECT_ID search verify_jwt
+Run it with the project's venv (`.venv/bin/python`), which has libsql and httpx:
+
+.venv/bin/python -m memorysaas.client --db memory.db --project $PROJECT_ID sync   # needs MEMORYSAAS_KEY
+.venv/bin/python -m memorysaas.client --db memory.db --project $PROJECT_ID search verify_jwt
+
+`sync` reads MEMORYSAAS_KEY (an API key with the sync scope) and MEMORYSAAS_URL (the service,
+default http://127.0.0.1:8000).
 """
 
 from __future__ import annotations
@@ -12,9 +17,15 @@ import sys
 
 from memorysaas.client.replica import Replica, SyncClient
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memorysaas.client", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m memorysaas.client",
+        description=__doc__.splitlines()[0],
+        epilog=f"sync reads MEMORYSAAS_KEY and MEMORYSAAS_URL (default {DEFAULT_URL}).",
+    )
     parser.add_argument("--db", default="memory.db", help="the replica file (libSQL)")
     parser.add_argument("--project", required=True, help="project id")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -25,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     replica = Replica(args.db, project_id=args.project)
     if args.command == "sync":
-        url, key = os.environ.get("MEMORYSAAS_URL", "http://127.0.0.1:8000"), os.environ.get("MEMORYSAAS_KEY")
+        url, key = os.environ.get("MEMORYSAAS_URL", DEFAULT_URL), os.environ.get("MEMORYSAAS_KEY")
         if not key:
             parser.error("set MEMORYSAAS_KEY to an API key with the sync scope")
         report = replica.sync(SyncClient(url, key))

@@ -1,7 +1,9 @@
 """A device's offline replica of one project's memories, in libSQL.
 
-Reads never touch the network: `search_text` uses FTS5, `search_vector` libSQL's native vector
-index (`F32_BLOB` + `vector_top_k`). Writes made offline (`remember`, `edit`, `forget`) change
+Reads never touch the network: `search_text` uses FTS5 over the same code-aware terms as the
+server's keyword search (apps/memories/codetokens.py: `verifyJwt`, `verify_jwt` and
+`auth/tokens.ts` match whole and by their parts), `search_vector` libSQL's native vector index
+(`F32_BLOB` + `vector_top_k`). Writes made offline (`remember`, `edit`, `forget`) change
 the replica at once and queue a change in the outbox; `sync` pushes the outbox, then pulls the
 change feed from the saved cursor. An edit the server refuses as a conflict is kept in
 `conflicts` with both versions, for the person to decide (seeds/003 §14); the replica shows the
@@ -15,6 +17,7 @@ server's copy meanwhile.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +25,8 @@ from typing import Any
 
 import httpx
 import libsql
+
+from apps.memories.codetokens import analyze
 
 LOCAL_PREFIX = "local:"
 _SCHEMA = """
@@ -46,12 +51,29 @@ CREATE TABLE IF NOT EXISTS memories (
     embedding F32_BLOB({dims})
 );
 CREATE INDEX IF NOT EXISTS memories_embedding ON memories (libsql_vector_idx(embedding));
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(id UNINDEXED, content, tags, files);
 CREATE TABLE IF NOT EXISTS outbox (n INTEGER PRIMARY KEY AUTOINCREMENT, change TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS conflicts (
     id TEXT PRIMARY KEY, fields TEXT NOT NULL, local TEXT NOT NULL, server TEXT NOT NULL
 );
 """
+# The text columns hold code-aware terms (`_terms`), not the text itself. Whole identifiers keep
+# their inner separators, so those are token characters; the terms hold no other punctuation.
+# Bump FTS_TERMS when what the columns hold changes: an older replica's index is rebuilt on open.
+FTS_TERMS = "codetokens-1"
+_FTS = """
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    id UNINDEXED, content, tags, files, tokenize = "porter unicode61 tokenchars '_./:-'"
+);
+"""
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _terms(text: str) -> list[str]:
+    """What the keyword index holds for `text`, as the server's (apps/memories/keyword.py): each
+    identifier whole and joined (`verify_jwt`, `verifyjwt`), and the prose with identifiers
+    replaced by their parts (`verify`, `jwt`); stemmed by the FTS tokenizer."""
+    found = analyze(text)
+    return [*found.whole, *_WORD.findall(found.words.lower())]
 
 
 class SyncClient:
@@ -101,6 +123,8 @@ class Replica:
         self.dims = dims
         self.db = libsql.connect(path)
         self.db.executescript(_SCHEMA.format(dims=int(dims)))
+        if self._meta("fts_terms") != FTS_TERMS:
+            self._rebuild_fts()
         self.db.commit()
 
     # ------------------------------------------------------------------ reading
@@ -122,8 +146,9 @@ class Replica:
         return self.db.execute("SELECT count(*) FROM memories").fetchone()[0]
 
     def search_text(self, query: str, limit: int = 10) -> list[str]:
-        """Ids by FTS5 rank; identifiers match whole (`verify_jwt`) and by words."""
-        terms = " OR ".join(f'"{t}"' for t in query.replace('"', " ").split() if t)
+        """Ids by FTS5 rank, any term of the query matching: identifiers match whole and by their
+        parts, and camelCase and snake_case spellings of one name find each other."""
+        terms = " OR ".join(f'"{t}"' for t in dict.fromkeys(_terms(query)))
         if not terms:
             return []
         rows = self.db.execute(
@@ -257,15 +282,26 @@ class Replica:
                 *[json.dumps(vector) if usable else None] * 2,
             ),
         )  # fmt: skip
+        self._index(memory["id"], memory["content"], memory.get("tags", []), memory.get("related_files", []))
+
+    def _index(self, memory_id: str, content: str, tags: Sequence[str], files: Sequence[str]) -> None:
         self.db.execute(
             "INSERT INTO memories_fts (id, content, tags, files) VALUES (?, ?, ?, ?)",
             (
-                memory["id"],
-                memory["content"],
-                " ".join(memory.get("tags", [])),
-                " ".join(memory.get("related_files", [])),
+                memory_id,
+                " ".join(_terms(content)),
+                " ".join(t for tag in tags for t in _terms(tag)),
+                " ".join(t for path in files for t in _terms(path)),
             ),
         )
+
+    def _rebuild_fts(self) -> None:
+        self.db.execute("DROP TABLE IF EXISTS memories_fts")
+        self.db.executescript(_FTS)
+        rows = self.db.execute("SELECT id, content, tags, related_files FROM memories").fetchall()
+        for memory_id, content, tags, files in rows:
+            self._index(memory_id, content, json.loads(tags), json.loads(files))
+        self._set_meta("fts_terms", FTS_TERMS)
 
     def _remove(self, memory_id: str) -> None:
         self.db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))

@@ -3,7 +3,11 @@ over WSGI), searching offline, and bringing offline work back — conflicts incl
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
+import libsql
 import pytest
 from django.core.wsgi import get_wsgi_application
 
@@ -133,4 +137,55 @@ def test_the_command_line_searches_the_replica(alice, device, tmp_path, capsys):
         )
         == 0
     )
+    assert capsys.readouterr().out.startswith(f"{str(memory.id)[:8]}  gotcha")
+
+
+def test_offline_search_is_code_aware_like_the_servers(alice, device):
+    replica, client = device
+    memory = make_memory(
+        alice,
+        content="Call verifyJwt before trusting a token.",
+        type="gotcha",
+        related_files=["auth/tokens.ts"],
+    )
+    make_memory(alice, content="Verify the release checklist.", type="workflow_recipe",
+                payload={"task_pattern": "release", "steps": [{"order": 1, "description": "tag"}]})  # fmt: skip
+    replica.sync(client)
+    for query in ("verify_jwt", "verifyJwt", "VERIFY_JWT", "jwt", "auth/tokens.ts", "tokens.ts", "auth"):
+        assert replica.search_text(query)[:1] == [str(memory.id)], query
+    assert replica.search_text("verify_jwt")[1:] != []  # the part `verify` finds the other one
+    assert replica.search_text("verification_token") == [str(memory.id)]  # `token`, stemmed
+    assert replica.search_text("...") == []
+
+
+def test_a_replica_indexed_before_code_aware_search_is_reindexed_on_open(alice, device, tmp_path):
+    replica, client = device
+    memory = make_memory(alice, content="Use verifyJwt from auth/tokens.ts.", type="gotcha")
+    replica.sync(client)
+    path = str(tmp_path / "memory.db")
+    old = libsql.connect(path)  # as an earlier client left it: the text itself, no version mark
+    old.execute("DROP TABLE memories_fts")
+    old.execute("CREATE VIRTUAL TABLE memories_fts USING fts5(id UNINDEXED, content, tags, files)")
+    old.execute("INSERT INTO memories_fts VALUES (?, ?, '', '')", (str(memory.id), memory.content))
+    old.execute("DELETE FROM meta WHERE key = 'fts_terms'")
+    old.commit()
+    assert Replica(path, project_id=str(alice.project.id)).search_text("verify_jwt") == [str(memory.id)]
+
+
+def test_the_client_imports_no_django():
+    """A device runs the client without the service's settings: what it shares with the server
+    (codetokens) must stay pure."""
+    probe = "import sys, memorysaas.client.__main__; print(sorted(m for m in sys.modules if m.startswith('django')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_command_line_finds_a_snake_case_query_in_camel_case_content(alice, device, tmp_path, capsys):
+    from memorysaas.client.__main__ import main
+
+    replica, client = device
+    memory = make_memory(alice, content="verifyJwt rejects tokens signed with HS256.", type="gotcha")
+    replica.sync(client)
+    args = ["--db", str(tmp_path / "memory.db"), "--project", str(alice.project.id), "search", "verify_jwt"]
+    assert main(args) == 0
     assert capsys.readouterr().out.startswith(f"{str(memory.id)[:8]}  gotcha")

@@ -41,8 +41,10 @@ def pull(client, project, cursor=None, **params):
 def connect(dbname=None):
     """Another session on the test database's server (`dbname`: another database on it)."""
     db = connection.settings_dict
+    # A socket directory given as `?host=` in DATABASE_URL lands in OPTIONS, not HOST.
+    host = db["HOST"] or db.get("OPTIONS", {}).get("host")
     return psycopg.connect(
-        dbname=dbname or db["NAME"], user=db["USER"], host=db["HOST"], port=db.get("PORT") or None
+        dbname=dbname or db["NAME"], user=db["USER"], host=host, port=db.get("PORT") or None
     )
 
 
@@ -225,6 +227,43 @@ def test_deletes_need_the_current_version_and_the_right_to_delete(alice, bob, ap
         "results"
     ][0]
     assert gone["status"] == "gone"
+
+
+def test_a_delete_on_its_own_answers_with_the_memorys_id(alice, api_client):
+    memory = make_memory(alice, content="Removed from the laptop.", type="gotcha")
+    delete = {"op": "delete", "id": str(memory.id), "base_version": 1}
+    (result,) = push(api_client(alice.key), alice.project, [delete])["results"]
+    assert result == {"status": "applied", "id": str(memory.id)}
+
+
+def test_a_push_applies_in_order_each_change_seeing_the_ones_before(alice, api_client):
+    memory = make_memory(alice, content="Edited, then removed, offline.", type="gotcha")
+    changes = [
+        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"tags": ["offline"]}},
+        {"op": "delete", "id": str(memory.id), "base_version": 2},
+        {"op": "update", "id": str(memory.id), "base_version": 2, "fields": {"tags": ["late"]}},
+        {"op": "delete", "id": str(memory.id), "base_version": 2},
+    ]
+    results = push(api_client(alice.key), alice.project, changes)["results"]
+    assert results == [
+        {"status": "applied", "id": str(memory.id), "version": 2},
+        {"status": "applied", "id": str(memory.id)},
+        {"status": "not_found", "id": str(memory.id)},
+        {"status": "gone", "id": str(memory.id)},
+    ]
+    assert not Memory.objects.filter(id=memory.id).exists()
+
+
+def test_a_stale_delete_after_an_edit_in_the_same_push_sees_the_edit(alice, api_client):
+    memory = make_memory(alice, content="Edited before the stale delete.", type="gotcha")
+    changes = [
+        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"tags": ["offline"]}},
+        {"op": "delete", "id": str(memory.id), "base_version": 1},
+    ]
+    results = push(api_client(alice.key), alice.project, changes)["results"]
+    assert [r["status"] for r in results] == ["applied", "conflict"]
+    assert results[1]["id"] == str(memory.id) and results[1]["server"]["version"] == 2
+    assert results[1]["server"]["tags"] == ["offline"]
 
 
 def test_pinning_and_deprecating_from_a_device_need_a_steward(alice, bob, api_client):
