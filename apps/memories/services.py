@@ -352,7 +352,10 @@ def _build(
     if scope == MemoryScope.TEAM and project.team_id is None:
         raise Invalid("Team scope needs a project that belongs to a team.", details={"field": "scope"})
     fields, kinds = _redacted_fields(_draft_fields(draft), found)
-    if kinds and fields["citation_text"] != draft.citation_text:
+    if not draft.citation_text:
+        # Cut from the redacted content: a cut through a secret leaves a piece no pattern knows.
+        fields["citation_text"] = short_citation(fields["content"])
+    elif kinds and fields["citation_text"] != draft.citation_text:
         fields["citation_text"] = short_citation(fields["citation_text"])
     relations = [
         relation.model_copy(update={"target_file_path": path})
@@ -657,14 +660,11 @@ def _update(
     # A citation made from the old content's start is made again from the new one: /context
     # would otherwise hand agents the corrected fact under the words of the wrong one. A citation
     # someone wrote stays.
-    derived = memory.citation_text == short_citation(memory.content)
-    if (
+    remake = (
         "content" in changes
         and "citation_text" not in changes
-        and derived
-        and isinstance(changes["content"], str)
-    ):
-        changes = {**changes, "citation_text": short_citation(changes["content"])}
+        and memory.citation_text == short_citation(memory.content)
+    )
     draft_fields = {**current, **{k: v for k, v in changes.items() if k in current}}
     try:
         draft = MemoryDraft(**draft_fields)
@@ -674,6 +674,8 @@ def _update(
     texts = {k: getattr(draft, k) for k in current if k in changes}
     texts |= {k: v for k, v in changes.items() if k in ("methodology", "commit_sha", "work_unit_ref")}
     clean, kinds = _redacted_fields(texts, known=memory.secret_kinds)
+    if remake:  # (from the redacted content, as at create)
+        clean["citation_text"] = short_citation(clean["content"])
     if "scope" in clean:
         clean["scope"] = draft.scope.value
         if clean["scope"] == MemoryScope.TEAM:

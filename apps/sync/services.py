@@ -136,6 +136,11 @@ def push_apply(
     did. `memories` maps the ids the changes name to the memories the caller may touch (resolved
     by the API layer, before any change applied: each is read again as it is reached)."""
     results = []
+    # A device does not know the versions its own edits will get, so a later change in the same
+    # push to a memory it already changed may carry the version it saw before (edit, then forget):
+    # that base counts as the version its earlier change produced. memory id → (the device's base,
+    # the version after this push's changes).
+    own: dict[str, tuple[int, int]] = {}
     for change in changes:
         op = change["op"]
         if op == "create":
@@ -146,6 +151,9 @@ def push_apply(
             results.append(_with_refused(_create(project, actor, change), refused))
             continue
         memory = _current(memories.get(change["id"]))
+        seen, produced = own.get(change["id"], (None, None))
+        if memory is not None and change["base_version"] == seen and memory.version == produced:
+            change = {**change, "base_version": memory.version}
         if memory is None:
             status = "gone" if op == "delete" else "not_found"
             results.append(_result(status, id=change["id"]))
@@ -158,7 +166,13 @@ def push_apply(
             if not fields:
                 results.append(_refused(memory))
             else:
-                results.append(_with_refused(_update(memory, actor, {**change, "fields": fields}), refused))
+                result = _update(memory, actor, {**change, "fields": fields})
+                if result["status"] == "applied":  # (a merge took in changes the device never saw)
+                    own[change["id"]] = (
+                        seen if seen is not None else change["base_version"],
+                        result["version"],
+                    )
+                results.append(_with_refused(result, refused))
         elif not can_delete(actor, memory):
             results.append(_refused(memory))
         else:

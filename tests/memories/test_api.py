@@ -7,6 +7,7 @@ from apps.memories.models import Memory, MemoryVersion
 from apps.tenants.roles import Role
 from tests.factories import ProjectFactory, TeamFactory
 from tests.memories.factories import make_memory
+from tests.tables import tables_holding
 
 pytestmark = pytest.mark.django_db
 
@@ -157,6 +158,21 @@ def test_an_edit_or_correction_remakes_a_citation_made_from_the_content_but_keep
         f"projects/{alice.project.id}/context", {"task": "when do we deploy billing"}
     ).json()
     assert "nightly" not in context["text"] and "weekly" not in context["text"]
+
+
+def test_a_citation_cut_from_content_never_keeps_a_piece_of_a_secret(alice, api_client):
+    """The citation is cut from the redacted content: cut first, a 40-character key split by the
+    cut no longer matches its pattern and its first 26 characters were kept."""
+    key = "msk_ab12cd34_" + "Q7x9Lm2Pz8Kw4Rt6Yb1Nc5Vh3Jd0Fg8Ss2Aa4Ee6"
+    client = api_client(alice.key)
+    made = client.post(
+        f"projects/{alice.project.id}/memories", {"type": "gotcha", "content": f"{key} is the CI key"}
+    )
+    assert made.status_code == 201, made.content
+    assert made.json()["citation_text"] == "[REDACTED:memorysaas_key] is the CI key"
+    patched = client.patch(f"memories/{made.json()['id']}", {"content": f"{key} is the deploy key"}).json()
+    assert patched["citation_text"] == "[REDACTED:memorysaas_key] is the…"  # (40 characters at most)
+    assert tables_holding(key[13:30]) == []
 
 
 def test_the_file_filter_takes_a_path_as_memories_store_it(alice, api_client):

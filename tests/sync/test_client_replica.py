@@ -82,6 +82,17 @@ def test_offline_work_comes_back_and_conflicts_wait_for_a_person(alice, device):
     assert Memory.objects.get(id=shared.id).content == "Server wins?"
 
 
+def test_an_edit_then_forget_offline_deletes_the_memory_on_sync(alice, device):
+    replica, client = device
+    memory = make_memory(alice, content="Retired offline after one last edit.", type="gotcha")
+    replica.sync(client)
+    replica.edit(str(memory.id), tags=["retired"])
+    replica.forget(str(memory.id))
+    report = replica.sync(client)
+    assert report.conflicts == 0 and replica.conflicts() == []
+    assert not Memory.objects.filter(id=memory.id).exists() and replica.get(str(memory.id)) is None
+
+
 def test_what_the_server_refuses_gives_way_to_its_copy_and_the_rest_applies(alice, bob, tmp_path):
     pinned_only = make_memory(alice, content="Retry webhooks with backoff.", type="pattern")
     edited = make_memory(alice, content="Invoices are numbered per year.", type="gotcha")

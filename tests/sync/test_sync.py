@@ -254,16 +254,34 @@ def test_a_push_applies_in_order_each_change_seeing_the_ones_before(alice, api_c
     assert not Memory.objects.filter(id=memory.id).exists()
 
 
-def test_a_stale_delete_after_an_edit_in_the_same_push_sees_the_edit(alice, api_client):
-    memory = make_memory(alice, content="Edited before the stale delete.", type="gotcha")
+def test_a_device_that_edits_then_deletes_in_one_push_may_send_the_version_it_saw(alice, api_client):
+    """A device cannot know the version its own edit will get: a later change to the memory in
+    the same push carrying the version it saw counts as based on what its edit produced."""
+    memory = make_memory(alice, content="Edited, then forgotten, offline.", type="gotcha")
+    changes = [
+        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"tags": ["offline"]}},
+        {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"tags": ["offline", "twice"]}},
+        {"op": "delete", "id": str(memory.id), "base_version": 1},
+    ]
+    results = push(api_client(alice.key), alice.project, changes)["results"]
+    assert [r["status"] for r in results] == ["applied", "applied", "applied"]
+    assert [r.get("version") for r in results] == [2, 3, None]
+    assert not Memory.objects.filter(id=memory.id).exists()
+
+
+def test_a_delete_after_a_merged_edit_is_still_a_conflict(alice, api_client):
+    """When the device's edit had to be merged with someone else's, its delete never saw that
+    other edit: it waits for a person."""
+    memory = make_memory(alice, content="Edited on the server meanwhile.", type="gotcha")
+    memory_update(memory=memory, actor=alice.principal, changes={"content": "Edited on the server, v2."})
     changes = [
         {"op": "update", "id": str(memory.id), "base_version": 1, "fields": {"tags": ["offline"]}},
         {"op": "delete", "id": str(memory.id), "base_version": 1},
     ]
     results = push(api_client(alice.key), alice.project, changes)["results"]
-    assert [r["status"] for r in results] == ["applied", "conflict"]
-    assert results[1]["id"] == str(memory.id) and results[1]["server"]["version"] == 2
-    assert results[1]["server"]["tags"] == ["offline"]
+    assert [r["status"] for r in results] == ["merged", "conflict"]
+    assert results[1]["server"]["version"] == 3 and results[1]["server"]["tags"] == ["offline"]
+    assert Memory.objects.filter(id=memory.id).exists()
 
 
 def test_pinning_and_deprecating_from_a_device_need_a_steward(alice, bob, api_client):
