@@ -197,6 +197,11 @@ def api_key_create(
         project = project or Project.objects.get(id=actor.project_limit)
     if expires_at is not None and expires_at <= timezone.now():
         raise Invalid("expires_at must be in the future.")
+    if actor.api_key is not None and actor.api_key.expires_at is not None:
+        # Nor can a key outlive itself through a key it makes.
+        if expires_at is not None and expires_at > actor.api_key.expires_at:
+            raise Forbidden("A key cannot create a key that expires after itself.")
+        expires_at = expires_at or actor.api_key.expires_at
     for _ in range(5):
         full, prefix, secret = ApiKey.generate()
         if not ApiKey.objects.filter(prefix=prefix).exists():

@@ -188,3 +188,18 @@ def test_a_project_limited_key_makes_only_keys_limited_to_its_project(alice, api
         url, {"name": "x", "scopes": ["memories:read"], "project_id": other["id"]}
     )
     assert elsewhere.status_code in (403, 404)
+
+
+def test_a_key_that_expires_makes_only_keys_that_expire_no_later(alice, api_client):
+    url = f"orgs/{alice.org.slug}/api-keys"
+    soon = (timezone.now() + timedelta(days=1)).isoformat()
+    short = api_client(alice.key).post(url, {"name": "day", "scopes": ["admin"], "expires_at": soon}).json()
+    child = api_client(short["key"]).post(url, {"name": "child", "scopes": ["admin"]})
+    assert child.status_code == 201 and child.json()["expires_at"] == short["expires_at"]
+    later = (timezone.now() + timedelta(days=30)).isoformat()
+    assert (
+        api_client(short["key"])
+        .post(url, {"name": "x", "scopes": ["admin"], "expires_at": later})
+        .status_code
+        == 403
+    )
