@@ -124,6 +124,22 @@ def test_update_resolution_rewrites_the_memory_and_clears_the_badge(api_client, 
     assert Notification.objects.filter(kind="dispute.resolved", user=team[Role.MEMBER].user).exists()
 
 
+def test_an_update_that_leaves_the_memory_as_it_was_is_invalid_and_keeps_the_dispute_open(
+    api_client, team, memory, signed_in
+):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    memory.refresh_from_db()
+    version = memory.version
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve",
+        {"resolution": "update", "changes": {"content": memory.content + " "}},
+    )
+    assert response.status_code == 422, response.content
+    memory.refresh_from_db()
+    assert memory.disputed and memory.needs_review and memory.version == version
+    assert Dispute.objects.get(id=dispute_id).status == "open"
+
+
 def test_update_without_changes_is_invalid(api_client, team, memory, signed_in):
     dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
     response = signed_in(team[Role.STEWARD]).post(f"disputes/{dispute_id}/resolve", {"resolution": "update"})
