@@ -8,10 +8,11 @@ def tenancy(request):
         "current_org": getattr(request, "current_org", None),
         "current_project": getattr(request, "current_project", None),
         "principal": getattr(request, "principal", None),
-        "org_is_owner": _is_owner(request),
+        "org_is_owner": _may(request, Perm.ORG_OWN),
+        "org_is_admin": _may(request, Perm.ADMIN),  # (what is offered only to those who may use it)
     }
 
 
-def _is_owner(request) -> bool:
+def _may(request, perm: Perm) -> bool:
     org, principal = getattr(request, "current_org", None), getattr(request, "principal", None)
-    return org is not None and principal is not None and principal.has(org.id, Perm.ORG_OWN)
+    return org is not None and principal is not None and principal.has(org.id, perm)

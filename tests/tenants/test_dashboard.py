@@ -138,3 +138,13 @@ def test_every_dashboard_post_is_protected_by_csrf(world):
         )
         checked += 1
     assert checked >= 5
+
+
+def test_a_member_is_not_offered_what_only_admins_may_do_and_a_refusal_is_a_page(alice, bob):
+    org_page = signed_in(bob).get(f"/o/{bob.org.slug}/").content.decode()
+    assert "New project" not in org_page and f"/o/{bob.org.slug}/api-keys/" not in org_page
+    admin_page = signed_in(alice).get(f"/o/{alice.org.slug}/").content.decode()
+    assert "New project" in admin_page and f"/o/{alice.org.slug}/api-keys/" in admin_page
+    refused = signed_in(bob).get(f"/o/{bob.org.slug}/projects/new/")
+    assert refused.status_code == 403
+    assert b"You can't do that here" in refused.content and b"app.css" in refused.content
