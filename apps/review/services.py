@@ -70,7 +70,8 @@ def memory_correct(
     note_text = f"[{reason}] {note.strip()}".strip()
     changed = bool(content) and content != memory.content.strip()
     if reason in CorrectionReason.NEEDS_TEXT and not changed:
-        raise Invalid("Write the corrected text: it is the same as before.", details={"field": "content"})
+        problem = "it is the same as before" if content else "it is empty"
+        raise Invalid(f"Write the corrected text: {problem}.", details={"field": "content"})
     if changed:
         memory = memory_services.memory_feedback(
             memory=memory, actor=actor, kind=FeedbackKind.CORRECT, content=content, note=note_text

@@ -583,7 +583,14 @@ def teach(request, project):
         except ApiError as exc:
             form.add_error(None, _error_text(exc))
         else:
-            messages.success(request, "Taught. Agents receive it from their next context request.")
+            if memory.secrets_redacted:
+                messages.warning(
+                    request,
+                    "Taught, with a secret replaced by its marker: agents receive the redacted text, and "
+                    "the memory is marked for a steward's review.",
+                )
+            else:
+                messages.success(request, "Taught. Agents receive it from their next context request.")
             return redirect(_url("memory_detail", project, memory.id))
     return render(
         request,

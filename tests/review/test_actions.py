@@ -88,6 +88,8 @@ def test_a_correction_that_changes_nothing_is_refused(alice, memory, signed_in, 
         url(base, memory, "correct"), {"reason": "too_specific", "content": memory.content}
     )
     assert response.status_code == 422 and "same as before" in response.content.decode()
+    response = client.post(url(base, memory, "correct"), {"reason": "too_specific", "content": "  "})
+    assert response.status_code == 422 and "it is empty" in response.content.decode()
     response = client.post(url(base, memory, "correct"), {"reason": "", "content": "x"})
     assert response.status_code == 422
     memory.refresh_from_db()

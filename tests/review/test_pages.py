@@ -145,6 +145,14 @@ def test_teach_adds_a_verified_user_taught_memory(alice, signed_in, base):
     assert memory.related_modules == ["billing"] and memory.tags == ["payments"]
 
 
+def test_teaching_a_secret_says_it_was_redacted_and_marked_for_review(alice, signed_in, base):
+    key = "sk-ant-api03-" + "Tq4Wn8Lp2Xz6" * 4
+    body = {"type": "gotcha", "content": f"Staging reads {key}.", "scope": "project"}
+    page = signed_in(alice).post(f"{base}/teach/", body, follow=True).content.decode()
+    assert "replaced by its marker" in page and "Agents receive it from their next" not in page
+    assert Memory.objects.get().needs_review
+
+
 def test_teach_refuses_what_is_not_a_memory(alice, signed_in, base):
     client = signed_in(alice)
     assert (

@@ -75,3 +75,13 @@ def ago(moment) -> str:
     if (timezone.now() - moment).total_seconds() < 60:
         return "just now"
     return f"{timesince(moment).split(',')[0]} ago"
+
+
+@register.filter
+def lasted(start, end) -> str:
+    """How long from `start` to `end`: “under a minute”, “5 minutes”, “2 hours”."""
+    if not start or not end:
+        return ""
+    if (end - start).total_seconds() < 60:
+        return "under a minute"
+    return timesince(start, end).split(",")[0]
