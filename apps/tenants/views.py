@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -163,8 +165,12 @@ def _keys_context(request, org, **extra):
         "org": org,
         "keys": selectors.api_keys_for(principal=request.principal, organization=org),
         "form": extra.pop("form", None) or ApiKeyForm(projects=projects),
+        "form_token": uuid.uuid4().hex,  # one key per form shown: a reload of the answer makes none
         **extra,
     }
+
+
+_USED_KEY_FORMS = "api_key_forms_used"
 
 
 @org_page(Perm.ADMIN)
@@ -179,6 +185,15 @@ def api_key_create(request, org):
     form = ApiKeyForm(request.POST, projects=projects)
     if not form.is_valid():
         return render(request, "tenants/api_keys.html", _keys_context(request, org, form=form), status=422)
+    token = request.POST.get("form_token", "")[:64]
+    used = request.session.get(_USED_KEY_FORMS, [])
+    if token and token in used:  # the page with the new key was reloaded, or the form sent twice
+        messages.info(
+            request, "That key was already created; its secret was shown once. Create another below."
+        )
+        return redirect("api_keys", org.slug)
+    if token:
+        request.session[_USED_KEY_FORMS] = [*used[-19:], token]
     api_key, full = services.api_key_create(
         organization=org,
         actor=request.principal,

@@ -107,6 +107,18 @@ def test_api_key_page_shows_a_new_key_once_then_only_its_prefix(alice):
     assert full.split("_")[1].encode() in listing.content
 
 
+def test_reloading_the_page_with_a_new_key_makes_no_second_key(alice):
+    client = signed_in(alice)
+    page = client.get(f"/o/{alice.org.slug}/api-keys/").content.decode()
+    token = re.search(r'name="form_token" value="([0-9a-f]+)"', page).group(1)
+    body = {"name": "laptop", "scopes": ["memories:read"], "form_token": token}
+    first = client.post(f"/o/{alice.org.slug}/api-keys/new/", body)
+    again = client.post(f"/o/{alice.org.slug}/api-keys/new/", body, follow=True)
+    assert first.status_code == 200 and b"msk_" in first.content
+    assert again.redirect_chain and b"already created" in again.content
+    assert ApiKey.objects.filter(name="laptop").count() == 1
+
+
 def test_revoking_a_key_from_the_dashboard_with_htmx_returns_the_row(alice):
     client = signed_in(alice)
     key = alice.api_key
