@@ -42,6 +42,8 @@ def main() -> int:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     host = os.environ.get("HOST", "127.0.0.1")
     port = os.environ.get("PORT", "8000")
+    # Links in emails (invitations, disputes) point where this server listens unless told otherwise.
+    os.environ.setdefault("SITE_URL", f"http://{host}:{port}")
     embedded = not os.environ.get("DATABASE_URL")
     started_db = False
     if embedded:
