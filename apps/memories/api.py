@@ -292,6 +292,10 @@ class ScoreParts(OutputSchema):
     rrf: float  # weighted RRF (k=60), reported beside the score fusion that orders
     fused: float  # score fusion: cosine + keyword and graph evidence, by query kind
     cosine: float | None
+    keyword: (
+        float  # the keyword path's BM25 on the query's scale (1 = as good as the query allows; 0 = not found)
+    )
+    graph: float  # the graph path's neighbour strength in [0, 1] (0 = not found)
     boost: float
     phase_weight: float
     source_trust: float

@@ -106,7 +106,7 @@ def score_fusion(
     """
     ids = set(cosines) | set(keyword) | set(graph)
     floor = min(cosines.values(), default=0.0)
-    best_keyword = max(max(keyword.values(), default=0.0), keyword_reference if keyword else 0.0)
+    best_keyword = keyword_scale(keyword, keyword_reference)
     w_dense, w_keyword, w_graph = (weights.get(p, 0.0) for p in ("dense", "keyword", "graph"))
     scores = {}
     for memory_id in ids:
@@ -117,6 +117,12 @@ def score_fusion(
             score += w_graph * min(max(graph.get(memory_id, 0.0), 0.0), 1.0)
         scores[memory_id] = score
     return scores
+
+
+def keyword_scale(keyword: Mapping[str, float], keyword_reference: float = 0.0) -> float:
+    """What a BM25 is divided by to read on the query's scale: the larger of the best hit's and
+    the ideal match's (1.0 = as good a match as the query allows)."""
+    return max(max(keyword.values(), default=0.0), keyword_reference if keyword else 0.0)
 
 
 @dataclass

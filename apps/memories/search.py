@@ -592,6 +592,9 @@ def search(
         keyword_reference=keyword_reference,
     )
     ordered = sorted((i for i in fused if i in info), key=lambda i: (-fused[i], i))
+    keyword_scores = dict(rankings.get("keyword", []))
+    graph_scores = dict(rankings.get("graph", []))
+    keyword_scale = fusion.keyword_scale(keyword_scores, keyword_reference) or 1.0
     clock.lap("fuse")
 
     boosts: dict[str, fusion.Boost] = {}
@@ -630,6 +633,9 @@ def search(
             "rrf": rrf.get(memory_id, 0.0),  # (rounded with the others when a hit is made)
             "fused": fused[memory_id],
             "cosine": cosines.get(memory_id),
+            # each path's evidence as fusion reads it (0 where the path did not find the memory)
+            "keyword": keyword_scores.get(memory_id, 0.0) / keyword_scale,
+            "graph": min(max(graph_scores.get(memory_id, 0.0), 0.0), 1.0),
             "boost": boosted - fused[memory_id],
             "phase_weight": w.phase_weight,
             "source_trust": w.source_trust,

@@ -45,6 +45,11 @@ SEARCH_LIMIT = 40
 # On the dev set (MiniLM, contextual text) 7% of relevant memories score below 0.2 and half of
 # the unrelated ones, all about the same codebase, score above 0.19: a floor, not a filter.
 ASK_MIN_COSINE = 0.2
+# A memory close in meaning but under the floor still answers when it holds the question's terms
+# at least half as well as an ideal match would (`components.keyword`); a shared word alone
+# ("setup", "settings") is not an answer.
+ASK_NEAR_COSINE = 0.1
+ASK_MIN_KEYWORD = 0.5
 ASK_LIMIT = 8
 MODE_PATHS = {"hybrid": ("dense", "keyword", "graph"), "keyword": ("keyword",), "semantic": ("dense",)}
 
@@ -129,7 +134,7 @@ def memory_browser(request, project):
             paths=MODE_PATHS[mode],
             types=[filters.type] if filters.type else None,
         )
-        hits = {str(hit.memory.id): hit for hit in result.hits}
+        hits = {str(hit.memory.id): hit for hit in result.hits if _answers(hit)}
         memories = selectors.memories_in_order(qs, list(hits))
     else:
         memories, has_next = selectors.memories_page(qs, page=page, per_page=PER_PAGE)
@@ -684,11 +689,15 @@ def ask(request, project):
 
 
 def _answers(hit) -> bool:
-    """Whether a search hit is worth showing as an answer: the keyword path found it (it shares
-    the question's terms or identifiers), or it is close in meaning. Search itself always fills
-    its limit; a person asking a question should not be shown unrelated memories as answers."""
+    """Whether a search hit is worth showing as an answer: it is close in meaning, or near and
+    holding the question's terms. Search itself always fills its limit; a person asking a
+    question should not be shown unrelated memories as answers. (Without the dense path, as in
+    the browser's keyword mode, what the keyword path found is what there is.)"""
     cosine = hit.components.get("cosine")
-    return hit.ranks.get("keyword") is not None or (cosine is not None and cosine >= ASK_MIN_COSINE)
+    if cosine is None:
+        return hit.ranks.get("keyword") is not None
+    keyword = hit.components.get("keyword") or 0.0
+    return cosine >= ASK_MIN_COSINE or (cosine >= ASK_NEAR_COSINE and keyword >= ASK_MIN_KEYWORD)
 
 
 # ---------------------------------------------------------------- connect an agent

@@ -278,6 +278,21 @@ def test_ask_answers_with_cited_memories(alice, signed_in, base):
     assert "Nothing remembered about that" in nothing and "JWT skew limit" not in nothing
 
 
+def test_a_shared_word_is_not_an_answer_in_ask_or_in_search(alice, signed_in, base, settings):
+    """With the local model, as the product runs: a memory sharing only "setup" with the question
+    is no answer, and a search about something never remembered shows nothing."""
+    settings.EMBEDDING_PROVIDER = "local"
+    fixtures = make_memory(alice, content="We prefer pytest fixtures for test setup over setUp methods.")
+    jwt = make_memory(alice, content="verify_jwt rejects tokens whose clock skew exceeds 30 s.")
+    client = signed_in(alice)
+    page = client.get(f"{base}/ask/", {"q": "what is our kubernetes helm setup"}).content.decode()
+    assert "Nothing remembered about that" in page and str(fixtures.id)[:8] not in page
+    found = client.get(f"{base}/memories/", {"q": "kubernetes helm chart"}).content.decode()
+    assert str(fixtures.id) not in found and str(jwt.id) not in found
+    answer = client.get(f"{base}/ask/", {"q": "how do we set up tests?"}).content.decode()
+    assert str(fixtures.id)[:8] in answer
+
+
 def test_ask_without_a_question_shows_the_form(alice, signed_in, base):
     page = signed_in(alice).get(f"{base}/ask/").content.decode()
     assert "Ask what this project" in page and 'data-testid="answer"' not in page
