@@ -336,3 +336,22 @@ def test_the_trust_badge_follows_a_level_change_without_reload(page_as, live_url
 
     expect(badge).to_contain_text("Cautious")
     assert page.evaluate("window.__sameDocument") is True  # no reload happened
+
+
+def test_on_a_phone_the_page_does_not_scroll_sideways_and_the_navigation_stays_short(
+    page_as, live_url, alice, screenshot
+):
+    make_memory(alice, content="Phones see the same memories.", related_files=["src/mobile/app.py"])
+    page = page_as(alice)
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path in (
+        f"/o/{alice.org.slug}/api-keys/",
+        f"{base_of(alice)}/sessions/",
+        f"{base_of(alice)}/memories/",
+    ):
+        page.goto(path)
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert widths[0] <= widths[1], (path, widths)
+        sidebar = page.get_by_role("complementary", name="Sections").bounding_box()
+        assert sidebar["height"] < 844 * 0.5, (path, sidebar)
+    screenshot(page, "phone-memories")
