@@ -14,5 +14,6 @@ urlpatterns = [
     path(f"{P}trust/set/", views.trust_set, name="trust_set"),
     path("notifications/", views.notifications, name="notifications"),
     path("notifications/read/", views.notifications_read, name="notifications_read"),
+    path("notifications/menu/", views.notifications_menu, name="notifications_menu"),
     path("notifications/<int:notification_id>/", views.notification_open, name="notification_open"),
 ]

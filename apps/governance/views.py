@@ -176,6 +176,14 @@ def notifications(request):
 
 
 @login_required
+def notifications_menu(request):
+    """The header's notifications menu alone: pages re-fetch it when a dispute event arrives."""
+    from apps.governance.templatetags.governance import notifications_menu as menu
+
+    return render(request, "governance/_notifications_link.html", menu(request.user))
+
+
+@login_required
 def notification_open(request, notification_id):
     try:
         item = selectors.notification_get(user=request.user, notification_id=notification_id)

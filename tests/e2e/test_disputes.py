@@ -3,6 +3,9 @@ resolves it; the disputed badge comes and goes."""
 
 from __future__ import annotations
 
+import httpx
+from playwright.sync_api import expect
+
 from apps.governance.models import Dispute
 from apps.memories.models import Memory
 from apps.tenants.roles import Role
@@ -53,3 +56,23 @@ def test_member_disputes_and_steward_resolves(page_as, alice, bob, person_with_r
     dispute = Dispute.objects.get()
     assert dispute.status == "rejected" and dispute.resolved_by == steward.user
     assert not Memory.objects.get(pk=memory.pk).disputed
+
+
+def test_a_new_dispute_shows_in_an_open_pages_notifications_without_a_reload(
+    page_as, live_url, alice, bob, person_with_role, settings
+):
+    settings.EMBEDDING_PROVIDER = "hashing"
+    steward = person_with_role(Role.STEWARD)
+    memory = make_memory(alice, content="Backups run at midnight UTC.", type="gotcha")
+    page = page_as(steward)
+    page.goto(f"/o/{alice.org.slug}/p/{alice.project.slug}/memories/")
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "open")
+    assert page.get_by_test_id("unread-count").count() == 0
+    opened = httpx.post(
+        f"{live_url}/api/v1/memories/{memory.id}/disputes",
+        json={"reason": "They run at 02:00 since the move."},
+        headers={"Authorization": f"Bearer {bob.key}"},
+        timeout=60,
+    )
+    assert opened.status_code == 201, opened.text
+    expect(page.get_by_test_id("unread-count")).to_have_text("1")
