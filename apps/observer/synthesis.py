@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +29,19 @@ def _files(files: list[str], n: int = 3) -> str:
     return shown + (f" and {len(files) - n} more" if len(files) > n else "")
 
 
+# How an agent announces that it corrects itself; the memory keeps what it learned.
+_CORRECTION_OPENER = re.compile(
+    r"^(?:actually|wait|hmm|oh|ah|correction|ah,? I see|oh,? I see|I see|it turns out(?: that)?)[,.:;!]?\s*(?:[—–-]\s*)?",
+    re.IGNORECASE,
+)
+
+
+def _what_was_learned(sentence: str) -> str:
+    """`Actually, totals are computed in services.py` → `Totals are computed in services.py`."""
+    rest = _CORRECTION_OPENER.sub("", sentence.strip(), count=1)
+    return rest[:1].upper() + rest[1:] if rest else sentence
+
+
 def _sessions(n: int) -> str:
     return "1 session" if n == 1 else f"{n} sessions"
 
@@ -35,7 +49,7 @@ def _sessions(n: int) -> str:
 def template(kind: str, data: dict[str, Any], *, sessions: int, files: list[str]) -> str:
     d = data
     if kind == "self_correction":
-        return d["sentence"] + (f" (while working on `{files[0]}`)" if files else "")
+        return _what_was_learned(d["sentence"]) + (f" (while working on `{files[0]}`)" if files else "")
     if kind == "co_access":
         a, b = files[:2]
         direction = ""

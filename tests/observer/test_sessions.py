@@ -334,6 +334,8 @@ def test_a_build_promotes_only_after_validation_passes(agent):
     agent.run(Trace().read("shop/a.py").think("Actually, totals are in b.py not a.py"), passed=True)
     (memory,) = memories()
     assert memory.source == "observer_inferred" and memory.needs_review and memory.type == "gotcha"
+    # what was learned, without the agent's "Actually,"
+    assert memory.content.startswith("Totals are in b.py not a.py")
 
 
 def test_a_promoted_memory_keeps_the_token_embeddings_of_its_novelty_check(agent):

@@ -302,3 +302,9 @@ def test_connect_shows_the_project_id_and_how_to_send_events(alice, bob, signed_
     page = signed_in(bob).get(f"{base}/connect/").content.decode()
     assert str(alice.project.id) in page and "/api/v1/sessions/$SESSION_ID/events" in page
     assert "/o/acme/api-keys/" in page and '"token_budget": 1200' in page
+
+
+def test_memory_text_shows_backticked_names_as_code_and_stays_escaped(alice, signed_in, base):
+    memory = make_memory(alice, content="Totals live in `shop/services.py`, not <b>models</b>.")
+    page = signed_in(alice).get(f"{base}/memories/{memory.id}/").content.decode()
+    assert "<code>shop/services.py</code>" in page and "&lt;b&gt;models&lt;/b&gt;" in page

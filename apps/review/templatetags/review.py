@@ -1,8 +1,13 @@
 """`{% load review %}`: what the signed-in person may do to a memory, and how a memory's
 confidence, author and age read on a card."""
 
+import re
+
 from django import template
+from django.template.defaultfilters import linebreaksbr
 from django.utils import timezone
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from apps.memories.selectors import is_author
@@ -85,3 +90,15 @@ def lasted(start, end) -> str:
     if (end - start).total_seconds() < 60:
         return "under a minute"
     return timesince(start, end).split(",")[0]
+
+
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter(needs_autoescape=True)
+def prose(text, autoescape=True) -> str:
+    """A memory's text as a page shows it: escaped, line breaks kept, `code` in code type (the
+    observer and agents write paths and names between backticks, as Markdown does)."""
+    escaped = conditional_escape(text or "") if autoescape else str(text or "")
+    html = _INLINE_CODE.sub(r"<code>\1</code>", str(escaped))
+    return mark_safe(linebreaksbr(html, autoescape=False))
