@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -142,12 +141,14 @@ def member_remove(request, org, membership_id):
     return redirect("members", org.slug)
 
 
-@login_required
 @require_http_methods(["GET", "POST"])
 def invitation_accept(request, token: str):
     invitation = services.invitation_for_token(token)
     if invitation is None or not invitation.is_pending:
         raise Http404("This invitation does not exist or has expired.")
+    if not request.user.is_authenticated:
+        # Say what the link is for, and come back here after signing in or up.
+        return render(request, "tenants/invitation.html", {"invitation": invitation, "next": request.path})
     if request.method == "POST":
         try:
             services.invitation_accept(token=token, user=request.user)

@@ -160,3 +160,16 @@ def test_a_member_is_not_offered_what_only_admins_may_do_and_a_refusal_is_a_page
     refused = signed_in(bob).get(f"/o/{bob.org.slug}/projects/new/")
     assert refused.status_code == 403
     assert b"You can't do that here" in refused.content and b"app.css" in refused.content
+
+
+def test_an_invitation_link_opened_signed_out_says_what_it_is_and_comes_back_after_sign_in(alice, db):
+    signed_in(alice).post(
+        f"/o/{alice.org.slug}/members/invite/", {"email": "erin@acme.test", "role": "member"}
+    )
+    token = re.search(r"https?://\S+/invitations/(\S+)/", mail.outbox[-1].body).group(1)
+    page = Client().get(f"/invitations/{token}/")
+    body = page.content.decode()
+    assert page.status_code == 200 and f"Join {alice.org.name}" in body and "erin@acme.test" in body
+    assert f"/accounts/login/?next=/invitations/{token}/" in body and "/accounts/signup/?next=" in body
+    assert Client().post(f"/invitations/{token}/").status_code == 200  # nothing accepted signed out
+    assert not Membership.objects.filter(user__email="erin@acme.test").exists()
