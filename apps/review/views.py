@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
-from apps.memories.selectors import is_author
+from apps.memories.selectors import is_author, memories_visible
 from apps.observer.selectors import session_in_project
 from apps.review import health, selectors, services
 from apps.review.forms import (
@@ -572,6 +572,16 @@ def _error_text(exc: ApiError) -> str:
 def teach(request, project):
     initial = {"related_files": request.GET.get("file", "")}
     form = TeachForm(request.POST or None, project=project, initial=initial)
+    same = None
+    if request.method == "POST" and form.is_valid():
+        same = (
+            memories_visible(principal=request.principal, project=project)
+            .active()
+            .filter(content=form.cleaned_data["content"].strip())
+            .first()
+        )
+        if same is not None:  # taught twice: agents would get the same text twice
+            form.add_error("content", "This project already remembers exactly this.")
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -600,7 +610,7 @@ def teach(request, project):
     return render(
         request,
         "review/teach.html",
-        {"project": project, "form": form, "import_form": ImportForm(project=project)},
+        {"project": project, "form": form, "import_form": ImportForm(project=project), "same": same},
         status=422 if form.errors else 200,
     )
 

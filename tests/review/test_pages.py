@@ -308,3 +308,12 @@ def test_memory_text_shows_backticked_names_as_code_and_stays_escaped(alice, sig
     memory = make_memory(alice, content="Totals live in `shop/services.py`, not <b>models</b>.")
     page = signed_in(alice).get(f"{base}/memories/{memory.id}/").content.decode()
     assert "<code>shop/services.py</code>" in page and "&lt;b&gt;models&lt;/b&gt;" in page
+
+
+def test_teaching_what_the_project_already_remembers_points_to_it_instead(alice, signed_in, base):
+    body = {"type": "gotcha", "content": "Refunds are issued in cents.", "scope": "project"}
+    client = signed_in(alice)
+    assert client.post(f"{base}/teach/", body).status_code == 302
+    again = client.post(f"{base}/teach/", {**body, "content": " Refunds are issued in cents. "})
+    memory = Memory.objects.get()
+    assert again.status_code == 422 and f"{base}/memories/{memory.id}/" in again.content.decode()
