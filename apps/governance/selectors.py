@@ -56,6 +56,12 @@ def notifications_for(*, user, unread_only: bool = False):
     return qs.filter(read=False) if unread_only else qs
 
 
+def notifications_menu(*, user) -> dict:
+    """The header's menu: the unread count and the five newest unread notifications."""
+    unread = notifications_for(user=user, unread_only=True)
+    return {"unread": unread.count(), "recent": list(unread[:5])}
+
+
 def notification_get(*, user, notification_id: int) -> Notification:
     item = notifications_for(user=user).filter(pk=notification_id).first()
     if item is None:

@@ -150,23 +150,19 @@ def dispute_comment(*, dispute: Dispute, actor: Principal, body: str) -> Dispute
     return comment
 
 
-def _normalised(name: str, value: Any) -> Any:
-    """A changed field's value as the memory would store it, as far as telling "unchanged" goes."""
-    return value.strip() if isinstance(value, str) and name == "content" else value
-
-
 def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str, Any]) -> None:
     if resolution == Resolution.UPDATE:
         if not changes:
             raise Invalid("An update needs the memory's new content or fields.", details={"field": "changes"})
-        if all(getattr(memory, name, None) == _normalised(name, value) for name, value in changes.items()):
+        before = memory.version
+        memory = memory_services.memory_update(
+            memory=memory, actor=actor, changes=changes, change="dispute_update"
+        )
+        if memory.version == before:  # (the dispute's transaction is rolled back)
             raise Invalid(
                 "The update changes nothing: edit the memory so it says what is right, or reject the dispute.",
                 details={"field": "changes"},
             )
-        memory = memory_services.memory_update(
-            memory=memory, actor=actor, changes=changes, change="dispute_update"
-        )
     elif resolution == Resolution.DEPRECATE:
         memory = memory_services.memory_update(
             memory=memory, actor=actor, changes={"deprecated": True}, change="dispute_deprecate"

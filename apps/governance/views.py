@@ -178,9 +178,9 @@ def notifications(request):
 @login_required
 def notifications_menu(request):
     """The header's notifications menu alone: pages re-fetch it when a dispute event arrives."""
-    from apps.governance.templatetags.governance import notifications_menu as menu
-
-    return render(request, "governance/_notifications_link.html", menu(request.user))
+    return render(
+        request, "governance/_notifications_link.html", selectors.notifications_menu(user=request.user)
+    )
 
 
 @login_required

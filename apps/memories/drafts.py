@@ -132,12 +132,6 @@ class MemoryDraft(BaseModel):
             raise ValueError("chunk_end_line is before chunk_start_line")
         return self
 
-    def citation(self) -> str:
-        """The chip text: the given citation, else the content's start cut at a word."""
-        if self.citation_text:
-            return self.citation_text
-        return short_citation(self.content)
-
 
 def short_citation(content: str) -> str:
     text = " ".join(content.split())

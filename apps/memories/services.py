@@ -325,7 +325,7 @@ def _draft_fields(draft: MemoryDraft) -> dict[str, Any]:
     sessions = [*draft.provenance_session_ids, *([draft.session_id] if draft.session_id else [])]
     return {
         "content": draft.content,
-        "citation_text": draft.citation(),
+        "citation_text": draft.citation_text,  # as written; `_build` makes one from the content
         "tags": draft.tags,
         "related_files": draft.related_files,
         "related_modules": draft.related_modules,
@@ -355,7 +355,7 @@ def _build(
     if not draft.citation_text:
         # Cut from the redacted content: a cut through a secret leaves a piece no pattern knows.
         fields["citation_text"] = short_citation(fields["content"])
-    elif kinds and fields["citation_text"] != draft.citation_text:
+    elif fields["citation_text"] != draft.citation_text:  # a marker may have made it longer
         fields["citation_text"] = short_citation(fields["citation_text"])
     relations = [
         relation.model_copy(update={"target_file_path": path})

@@ -574,39 +574,35 @@ def teach(request, project):
     form = TeachForm(request.POST or None, project=project, initial=initial)
     same = None
     if request.method == "POST" and form.is_valid():
-        same = (
-            memories_visible(principal=request.principal, project=project)
-            .active()
-            .filter(content=form.cleaned_data["content"].strip())
-            .first()
-        )
+        data = form.cleaned_data
+        visible = memories_visible(principal=request.principal, project=project).active()
+        same = visible.filter(content=data["content"].strip()).first()
         if same is not None:  # taught twice: agents would get the same text twice
             form.add_error("content", "This project already remembers exactly this.")
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            memory = services.memory_teach(
-                project=project,
-                actor=request.principal,
-                memory_type=data["type"],
-                content=data["content"],
-                scope=data["scope"],
-                related_files=data["related_files"],
-                related_modules=data["related_modules"],
-                tags=data["tags"],
-            )
-        except ApiError as exc:
-            form.add_error(None, _error_text(exc))
         else:
-            if memory.secrets_redacted:
-                messages.warning(
-                    request,
-                    "Taught, with a secret replaced by its marker: agents receive the redacted text, and "
-                    "the memory is marked for a steward's review.",
+            try:
+                memory = services.memory_teach(
+                    project=project,
+                    actor=request.principal,
+                    memory_type=data["type"],
+                    content=data["content"],
+                    scope=data["scope"],
+                    related_files=data["related_files"],
+                    related_modules=data["related_modules"],
+                    tags=data["tags"],
                 )
+            except ApiError as exc:
+                form.add_error(None, _error_text(exc))
             else:
-                messages.success(request, "Taught. Agents receive it from their next context request.")
-            return redirect(_url("memory_detail", project, memory.id))
+                if memory.secrets_redacted:
+                    messages.warning(
+                        request,
+                        "Taught, with a secret replaced by its marker: agents receive the redacted text, "
+                        "and the memory is marked for a steward's review.",
+                    )
+                else:
+                    messages.success(request, "Taught. Agents receive it from their next context request.")
+                return redirect(_url("memory_detail", project, memory.id))
     return render(
         request,
         "review/teach.html",

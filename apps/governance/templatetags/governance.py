@@ -7,16 +7,9 @@ from apps.governance import selectors, trust
 register = template.Library()
 
 
-def notifications_menu(user) -> dict:
-    """The unread count and the five newest unread notifications of `user`."""
-    unread = selectors.notifications_for(user=user, unread_only=True) if user else None
-    recent = list(unread[:5]) if unread is not None else []
-    return {"unread": unread.count() if unread is not None else 0, "recent": recent}
-
-
 @register.inclusion_tag("governance/_notifications_link.html", takes_context=True)
 def notifications_link(context) -> dict:
-    return notifications_menu(getattr(context.get("request"), "user", None))
+    return selectors.notifications_menu(user=getattr(context.get("request"), "user", None))
 
 
 @register.simple_tag
