@@ -1,8 +1,10 @@
-"""For tests that start other processes (daphne, a probe script) on the test database."""
+"""For tests that start other processes or threads (daphne, a probe script, a second request) on
+the test database."""
 
 from __future__ import annotations
 
 import socket
+import time
 from urllib.parse import quote
 
 from django.db import connection
@@ -21,3 +23,19 @@ def database_url() -> str:
     password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
     port = f":{db['PORT']}" if db.get("PORT") else ""
     return f"postgresql://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
+
+
+def wait_until_another_session_waits_for_a_lock(timeout: float = 30.0) -> None:
+    """Ask PostgreSQL, one round trip after another, until some other backend of this database
+    waits on a lock (a thread or process the test started has reached the row it holds)."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # activity is read once a transaction
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return
+    raise AssertionError("no other session ever waited for a lock")

@@ -134,7 +134,11 @@ def push_apply(
 ) -> list[dict]:
     """Apply validated changes in order, in one transaction, each seeing what the ones before it
     did. `memories` maps the ids the changes name to the memories the caller may touch (resolved
-    by the API layer, before any change applied: each is read again as it is reached)."""
+    by the API layer, before any change applied: each is read again as it is reached).
+
+    Their rows are locked first, all at once and in id order: two pushes naming the same
+    memories in different orders would otherwise each lock one and wait for the other's."""
+    list(Memory.objects.select_for_update().filter(pk__in=[m.pk for m in memories.values()]).order_by("pk"))
     results = []
     # A device does not know the versions its own edits will get, so a later change in the same
     # push to a memory it already changed may carry the version it saw before (edit, then forget):

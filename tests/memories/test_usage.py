@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -16,6 +15,7 @@ from apps.memories.models import EmbeddingCache, Memory, MemoryUsage
 from apps.memories.search import search
 from apps.tenants.principal import Principal
 from tests.memories.factories import make_memory
+from tests.processes import wait_until_another_session_waits_for_a_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -246,22 +246,6 @@ def test_the_migration_keeps_counts_and_decay_clocks(alice):
     assert untouched.id not in rows  # its clock is its created_at, as it was
 
 
-def _wait_until_another_session_waits_for_a_lock(timeout: float = 30.0) -> None:
-    """Ask PostgreSQL, one round trip after another, until some other backend of this database
-    waits on a lock."""
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")  # activity is read once a transaction
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
-            )
-            if cursor.fetchone()[0]:
-                return
-    raise AssertionError("the access never waited for the memory's lock")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_an_access_and_a_flag_on_one_memory_take_their_locks_in_the_same_order(alice):
     """A flag locks the memory, then resets its usage; an access (here the 5th, which rewards)
@@ -282,7 +266,7 @@ def test_an_access_and_a_flag_on_one_memory_take_their_locks_in_the_same_order(a
         Memory.objects.select_for_update().get(id=memory.id)  # what feedback's _locked() does
         other = threading.Thread(target=access)
         other.start()
-        _wait_until_another_session_waits_for_a_lock()
+        wait_until_another_session_waits_for_a_lock()
         MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
     other.join(timeout=60)
     assert not other.is_alive() and errors == []

@@ -5,9 +5,11 @@ These tests commit (transactional_db): the feed's guarantee is about committed t
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from apps.memories.models import Memory
 from apps.memories.services import memory_delete, memory_update
@@ -19,6 +21,7 @@ from apps.tenants.models import Device
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Role
 from tests.memories.factories import make_memory
+from tests.processes import wait_until_another_session_waits_for_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -282,6 +285,38 @@ def test_a_delete_after_a_merged_edit_is_still_a_conflict(alice, api_client):
     assert [r["status"] for r in results] == ["merged", "conflict"]
     assert results[1]["server"]["version"] == 3 and results[1]["server"]["tags"] == ["offline"]
     assert Memory.objects.filter(id=memory.id).exists()
+
+
+def test_a_push_locks_its_memories_in_id_order_so_opposite_pushes_cannot_deadlock(alice, api_client):
+    """Another push holds the lower-id memory; a push naming the higher one first must wait for
+    the lower one before it touches the higher, or each would hold what the other waits for."""
+    low, high = sorted(
+        (make_memory(alice, content=f"Shared offline memory {n}.", type="gotcha") for n in (1, 2)),
+        key=lambda m: m.pk,
+    )
+    changes = [
+        {"op": "update", "id": str(m.id), "base_version": 1, "fields": {"tags": ["device"]}}
+        for m in (high, low)
+    ]
+    outcome: list = []
+
+    def device() -> None:
+        try:
+            outcome.append(push(api_client(alice.key), alice.project, changes)["results"])
+        except BaseException as error:  # reported to the test thread
+            outcome.append(error)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        Memory.objects.select_for_update().get(pk=low.pk)  # as the other push's first lock
+        other = threading.Thread(target=device)
+        other.start()
+        wait_until_another_session_waits_for_a_lock()
+        Memory.objects.select_for_update(nowait=True).get(pk=high.pk)  # its next: still free
+    other.join(timeout=60)
+    assert not other.is_alive()
+    assert [[r["status"] for r in results] for results in outcome] == [["applied", "applied"]]
 
 
 def test_pinning_and_deprecating_from_a_device_need_a_steward(alice, bob, api_client):
