@@ -255,7 +255,8 @@ def dense_path(
     dimensions (the session's iterative-scan settings apply: vectors.set_session_search_params),
     or for a Matryoshka model its prefix index, the full vectors ordering its candidates."""
     dims = int(len(vector))
-    sql, params = nearest(
+    statement = functools.partial(
+        nearest,
         dims,
         columns=f"id, {_ROW_COLUMNS}",
         where=f"{scope.sql} AND embedding_dims = %s AND embedding_model = %s",
@@ -264,7 +265,14 @@ def dense_path(
         query_params=[vector_literal(vector)],
         matryoshka=matryoshka,
     )
-    return _found(_rows(sql, params), lambda row: 1.0 - float(row["distance"]))
+    rows = _rows(*statement())
+    if len(rows) < limit:
+        # An index scan can come back short of rows the scope holds: pgvector's iterative scan
+        # gives up after hnsw.max_scan_tuples or its memory budget, and an HNSW graph need not
+        # reach every element from the query's side. Short means the scope is small or the
+        # scan gave up; either way every row of it is measured (cheap for a small scope).
+        rows = _rows(*statement(exact=True))
+    return _found(rows, lambda row: 1.0 - float(row["distance"]))
 
 
 def _query_lexemes(query: str, project: Project) -> tuple[dict[str, int], int]:
@@ -538,6 +546,8 @@ def search(
         vector = (
             query_vector if query_vector is not None else embed_query(query_embedding_text(query), provider)
         )
+        if not np.any(vector) or not np.isfinite(vector).all():
+            vector = None  # nothing in the query to embed (the hashing provider's ":"): no direction
         clock.lap("embed")
     # The boost asks for the neighbours of the top results' files; when those are the files
     # already asked about (one memory about the file in play, say), the first answer serves.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -77,7 +78,8 @@ def find_near_duplicate(
         related_modules=list(related_modules),
     )
     dims = provider.dimensions
-    sql, params = nearest(
+    statement = functools.partial(
+        nearest,
         dims,
         columns="id",
         where="project_id = %s AND type = %s AND deprecated = false AND embedding_dims = %s AND embedding_model = %s",
@@ -88,9 +90,12 @@ def find_near_duplicate(
     )
     with transaction.atomic(), connection.cursor() as cursor:
         set_search_params(cursor)
-        cursor.execute(sql, params)
+        cursor.execute(*statement())
         row = cursor.fetchone()
-    if row is None or 1 - row[1] < threshold:
+        if row is None:  # the index scan came back short (search.dense_path says how)
+            cursor.execute(*statement(exact=True))
+            row = cursor.fetchone()
+    if row is None or not 1 - row[1] >= threshold:  # (NaN, from a zero vector, is not near)
         return None
     return Memory.objects.filter(id=row[0]).first()
 

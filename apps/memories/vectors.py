@@ -73,13 +73,23 @@ def nearest(
     query: str = "%s",
     query_params: Sequence[Any] = (),
     matryoshka: bool = False,
+    exact: bool = False,
 ) -> tuple[str, list[Any]]:
     """A statement selecting `columns` and the cosine `distance` of the `limit` memories nearest
     to `query` (its parameters `query_params`) among those matching `where` (`params`), nearest
     first, through the HNSW index of `dims`; for a Matryoshka model through its prefix index, for
-    MATRYOSHKA_CANDIDATES × `limit` candidates that the full vectors then order."""
+    MATRYOSHKA_CANDIDATES × `limit` candidates that the full vectors then order.
+
+    `exact`: every matching row measured, no index (the fallback when an index scan came back
+    short: see `enough`). `OFFSET 0` keeps the planner from folding the ordering into the scan."""
     distance = distance_expr(dims, query=query)
     select = f"SELECT {columns}, {distance} AS distance FROM memories_memory WHERE {where}"
+    if exact:
+        return f"SELECT * FROM ({select} OFFSET 0) exact ORDER BY distance LIMIT %s", [
+            *query_params,
+            *params,
+            limit,
+        ]
     prefix = prefix_dims(dims, matryoshka)
     if prefix is None:
         return f"{select} ORDER BY distance LIMIT %s", [*query_params, *params, limit]

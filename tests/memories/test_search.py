@@ -12,7 +12,7 @@ from apps.memories.models import TENANT_MATCH, Memory
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
 from apps.memories.search import Scope, keyword_candidates, search
 from apps.memories.selectors import memories_visible
-from tests.memories.factories import make_memory
+from tests.memories.factories import draft, make_memory
 
 pytestmark = pytest.mark.django_db
 
@@ -64,14 +64,32 @@ def test_a_partial_keyword_match_adds_less_than_the_paths_full_weight(alice, cor
 
 
 @pytest.mark.parametrize("query", ["\u001b", "HE", ":", "the of and"])
-def test_a_query_with_nothing_to_match_by_keyword_still_searches_by_meaning(alice, corpus, api_client, query):
+def test_a_query_with_nothing_to_match_by_keyword_still_searches_by_meaning(
+    real_embeddings, alice, corpus, api_client, query
+):
     client = api_client(alice.key)
     response = client.post(f"projects/{alice.project.id}/search", {"query": query})
     assert response.status_code == 200, response.content
     results = response.json()["results"]
-    assert results and all(r["ranks"]["keyword"] is None for r in results)
+    assert results and all(r["ranks"]["keyword"] is None and r["ranks"]["dense"] for r in results)
+    assert all(-1 <= r["components"]["cosine"] <= 1 for r in results)  # (never NaN)
     context = client.post(f"projects/{alice.project.id}/context", {"task": query})
     assert context.status_code == 200, context.content
+
+
+@pytest.mark.parametrize("query", ["\u001b", ":"])
+def test_a_query_with_nothing_to_embed_finds_nothing_rather_than_everything_unscored(
+    alice, corpus, api_client, query
+):
+    """The hashing provider embeds text without words as the zero vector, whose cosine to
+    anything is undefined: the dense path is skipped instead of ranking by NaN (an index scan
+    returned nothing for it, an exact scan every memory, by the planner's choice)."""
+    client = api_client(alice.key)
+    response = client.post(f"projects/{alice.project.id}/search", {"query": query})
+    assert response.status_code == 200, response.content
+    assert response.json()["results"] == []
+    context = client.post(f"projects/{alice.project.id}/context", {"task": query})
+    assert context.status_code == 200 and context.json()["memories"] == []
 
 
 def test_select_filter_terms_takes_the_rarest_within_its_limits():
@@ -408,3 +426,45 @@ def test_every_session_searches_with_the_ann_and_planner_settings(settings):
             settings.DATABASE_RANDOM_PAGE_COST,
         )
     assert settings.DATABASE_RANDOM_PAGE_COST < 4
+
+
+def test_the_dense_path_measures_every_row_of_the_scope_when_the_index_scan_comes_back_short(alice, charlie):
+    """Another tenant's memories crowd the query's neighbourhood and the index scan stops before
+    it reaches this project's one memory (pgvector stops an iterative scan at
+    hnsw.max_scan_tuples or its memory budget): the dense path still finds it, by measuring the
+    project's rows."""
+    from apps.memories.embeddings import embed_query, get_provider
+    from apps.memories.search import dense_path
+    from apps.memories.vectors import nearest, vector_literal
+
+    query = "The cache key includes the tenant id."
+    services.memories_create_batch(
+        project=charlie.project,
+        actor=charlie.principal,
+        drafts=[draft(content=f"{query} ({n})", type="gotcha") for n in range(40)],
+    )
+    ours = make_memory(alice, content="Run the linter before committing.", type="preference")
+    provider = get_provider()
+    vector = embed_query(query, provider)
+    scope = Scope.of(memories_visible(principal=alice.principal, project=alice.project).active())
+    dims = provider.dimensions
+    with connection.cursor() as cursor:
+        # A scan that stops after one candidate, as an iterative scan stops at its limits, and
+        # the index used although the table is tiny.
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'off', true), set_config('hnsw.ef_search', '1', true),"
+            " set_config('enable_sort', 'off', true)"
+        )
+        cursor.execute(
+            *nearest(
+                dims,
+                columns="id",
+                where=f"{scope.sql} AND embedding_dims = %s AND embedding_model = %s",
+                params=[*scope.params, dims, provider.model_id],
+                limit=10,
+                query_params=[vector_literal(vector)],
+            )
+        )
+        assert cursor.fetchall() == []  # the index scan alone finds nothing of this project
+    found = dense_path(scope, vector, model_id=provider.model_id, limit=10)
+    assert [memory_id for memory_id, _, _ in found] == [str(ours.id)]
