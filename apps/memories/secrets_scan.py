@@ -341,9 +341,44 @@ def redact(value: Any, found: Findings, kinds: set[str], known: frozenset[str] =
             key = redact(k, found, kinds, known)
             if key != k and key in clean:  # two secrets, one marker: keep both entries
                 key = next(f"{key} ({n})" for n in range(2, len(value) + 2) if f"{key} ({n})" not in clean)
-            clean[key] = redact(v, found, kinds, known)
+            held = _held_credential(k, v) if isinstance(k, str) and isinstance(v, str) else None
+            if held is not None:
+                clean[key], kind = held
+                kinds.add(kind)
+            else:
+                clean[key] = redact(v, found, kinds, known)
         return clean
     return value
+
+
+# Keys whose string value is a credential whatever it looks like: the key says what it holds
+# (`{"DB_PASSWORD": "Xy9$kLm2pQ"}`, `{"env": {"AWS_SECRET_ACCESS_KEY": …}}`), and the value
+# alone matches no pattern. Matched at the key's end, lower-cased: `max_tokens` and
+# `tokenizer` hold no credential, `csrf_token` and `apiKey` do.
+_CREDENTIAL_KEY = re.compile(
+    r"(?:password|passwd|pwd|passphrase|secret|token|api[_-]?key|private[_-]?key|access[_-]?key|"
+    r"credentials?)$"
+)
+_AUTHORIZATION_KEY = re.compile(r"authorization$")
+# An Authorization header's value: its scheme (kept) and credentials.
+_AUTHORIZATION_VALUE = re.compile(r"(?P<scheme>[A-Za-z][\w-]*[ \t]+)?(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
+
+
+def _held_credential(key: str, value: str) -> tuple[str, str] | None:
+    """(the value redacted, its kind) when `key` names a credential and `value` is one, or None."""
+    if "[REDACTED:" in value:
+        return None
+    name = _folded(key.strip())
+    if _AUTHORIZATION_KEY.search(name):
+        header = _AUTHORIZATION_VALUE.fullmatch(value.strip())
+        if header is None:
+            return None
+        return f"{header.group('scheme') or ''}[REDACTED:authorization_token]", "authorization_token"
+    if not _CREDENTIAL_KEY.search(name) or len(value) < 4 or any(c.isspace() for c in value):
+        return None
+    if not _is_literal_credential(value, quoted=True):
+        return None  # a placeholder or a reference: "<password>", "${DB_PASSWORD}"
+    return "[REDACTED:password_assignment]", "password_assignment"
 
 
 def scan_many(values: list[str]) -> tuple[list[str], list[str]]:

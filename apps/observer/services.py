@@ -121,6 +121,9 @@ def ab_group(session_id: UUID) -> str:
 
 
 def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) -> Session:
+    # `<private>` spans go first: a secret's value runs to whitespace and could take a tag with it.
+    if isinstance(data.get("task"), str):
+        data = {**data, "task": T.strip_private(data["task"])}
     data = secrets_scan.redact(data, secrets_scan.plugin_findings(secrets_scan.strings(data)), set())
     methodology = data.get("methodology") or project.methodology or "native"
     plugin = plugin_for(methodology)
@@ -137,7 +140,7 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
         work_unit=ref,
         work_unit_key=key,
         parallel_group=parallel,
-        task=T.strip_private(data.get("task") or "")[:4000],
+        task=(data.get("task") or "")[:4000],
         client=(data.get("client") or "")[:100],
     )
     session.ab_group = ab_group(session.id)

@@ -130,6 +130,42 @@ def test_code_and_placeholders_in_credential_assignments_are_kept(text):
     assert result.text == text and not result.found
 
 
+def test_a_value_under_a_credential_key_is_redacted_whatever_it_looks_like():
+    """Structured arguments (a tool call's env, a request's headers) say in the key what the value
+    is; the value alone ("Xy9$kLm2pQ") matches no pattern."""
+    value = {
+        "env": {
+            "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "DB_PASSWORD": "Xy9$kLm2pQ",
+            "apiKey": "k-2f9a7c",
+            "DB_PASSWORD_FILE": "/run/secrets/db",  # names a file, not a credential
+            "password": "${DB_PASSWORD}",  # a reference
+            "max_tokens": "4096",
+            "tokenizer": "cl100k",
+        },
+        "headers": {"Authorization": "Basic dXNlcjpwYXNzd29yZA==", "Accept": "application/json"},
+        "secret": "kept in the vault, see the runbook",  # prose
+    }
+    kinds: set[str] = set()
+    found = secrets_scan.plugin_findings(list(secrets_scan.strings(value)))
+    clean = secrets_scan.redact(value, found, kinds)
+    assert clean["env"] == {
+        "AWS_SECRET_ACCESS_KEY": "[REDACTED:password_assignment]",
+        "DB_PASSWORD": "[REDACTED:password_assignment]",
+        "apiKey": "[REDACTED:password_assignment]",
+        "DB_PASSWORD_FILE": "/run/secrets/db",
+        "password": "${DB_PASSWORD}",
+        "max_tokens": "4096",
+        "tokenizer": "cl100k",
+    }
+    assert clean["headers"] == {
+        "Authorization": "Basic [REDACTED:authorization_token]",
+        "Accept": "application/json",
+    }
+    assert clean["secret"] == value["secret"]
+    assert kinds == {"password_assignment", "authorization_token"}
+
+
 def test_only_the_value_of_an_assignment_is_replaced():
     result = secrets_scan.scan('set password="Tr0ub4dor3xyz", then (api_key=abc123def456). Done.')
     assert result.text == (

@@ -163,6 +163,27 @@ def test_a_secret_only_a_detect_secrets_plugin_knows_is_redacted_in_events(agent
     assert "Zq8pW3nLx7" not in logged and "[REDACTED:keyword]" in logged and "host: db" in logged
 
 
+def test_structured_arguments_lose_the_values_their_keys_name_as_credentials(agent):
+    session = agent.open()
+    env = {"DB_PASSWORD": "Xy9$kLm2pQ", "DEBUG": "1"}
+    headers = {"Authorization": "Basic dXNlcjpwYXNzd29yZA=="}
+    trace = Trace()._tool("Bash", {"command": "make deploy", "env": env}, "ok")
+    trace = trace._tool("WebFetch", {"url": "https://ci.example.com", "headers": headers}, "200")
+    agent.send(session["id"], trace.events)
+    assert tables_holding("Xy9$kLm2pQ") == [] and tables_holding("dXNlcjpwYXNzd29yZA") == []
+    calls = [e for e in EventBatch.objects.get(session_id=session["id"]).events if e["type"] == "tool_call"]
+    assert calls[0]["args"]["env"] == {"DB_PASSWORD": "[REDACTED:password_assignment]", "DEBUG": "1"}
+    assert calls[1]["args"]["headers"] == {"Authorization": "Basic [REDACTED:authorization_token]"}
+
+
+def test_a_task_loses_its_private_spans_before_it_is_scanned(agent):
+    """A secret's value runs to whitespace: redacted first, `password=x1y2<private>…` took the
+    opening tag with it and the private text was stored."""
+    session = agent.open(task="Rotate creds: password=x1y2<private>customer Jane Roe</private> done")
+    task = Session.objects.get(id=session["id"]).task
+    assert "Jane Roe" not in task and task.endswith("[private] done")
+
+
 def test_a_note_redacted_on_arrival_is_promoted_flagged_for_review(agent):
     key = "sk-ant-api03-" + "Z8x6C4v2B0n1" * 4
     agent.run(Trace().read("deploy/release.py").note("gotcha", f"Releases sign with {key}."), passed=True)
