@@ -136,9 +136,22 @@ def push_apply(
     did. `memories` maps the ids the changes name to the memories the caller may touch (resolved
     by the API layer, before any change applied: each is read again as it is reached).
 
-    Their rows are locked first, all at once and in id order: two pushes naming the same
-    memories in different orders would otherwise each lock one and wait for the other's."""
-    list(Memory.objects.select_for_update().filter(pk__in=[m.pk for m in memories.values()]).order_by("pk"))
+    The rows a push touches are locked first, all at once and in id order: two pushes naming
+    the same memories in different orders would otherwise each lock one and wait for the other's.
+    That includes the memories its creates relate to (a relation's foreign key check waits for a
+    locked target)."""
+    named = {m.pk for m in memories.values()} | {
+        relation.target_memory_id
+        for change in changes
+        if change["op"] == "create"
+        for relation in change["memory"].relations
+        if relation.target_memory_id is not None
+    }
+    list(
+        Memory.objects.select_for_update()
+        .filter(organization_id=project.organization_id, pk__in=named)
+        .order_by("pk")
+    )
     results = []
     # A device does not know the versions its own edits will get, so a later change in the same
     # push to a memory it already changed may carry the version it saw before (edit, then forget):

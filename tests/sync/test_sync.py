@@ -287,6 +287,31 @@ def test_a_delete_after_a_merged_edit_is_still_a_conflict(alice, api_client):
     assert Memory.objects.filter(id=memory.id).exists()
 
 
+def _push_while_holding(low, high, person, api_client, changes) -> list:
+    """Push `changes` from another thread while this one holds `low`'s row, as another push that
+    took it first; once the push waits, `high` must still be free: the push did not take it
+    before `low`. Returns what the push answered (or raised)."""
+    outcome: list = []
+
+    def device() -> None:
+        try:
+            outcome.append(push(api_client(person.key), person.project, changes)["results"])
+        except BaseException as error:  # reported to the test thread
+            outcome.append(error)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        Memory.objects.select_for_update().get(pk=low.pk)
+        other = threading.Thread(target=device)
+        other.start()
+        wait_until_another_session_waits_for_a_lock()
+        Memory.objects.select_for_update(nowait=True).get(pk=high.pk)
+    other.join(timeout=60)
+    assert not other.is_alive()
+    return outcome
+
+
 def test_a_push_locks_its_memories_in_id_order_so_opposite_pushes_cannot_deadlock(alice, api_client):
     """Another push holds the lower-id memory; a push naming the higher one first must wait for
     the lower one before it touches the higher, or each would hold what the other waits for."""
@@ -298,24 +323,28 @@ def test_a_push_locks_its_memories_in_id_order_so_opposite_pushes_cannot_deadloc
         {"op": "update", "id": str(m.id), "base_version": 1, "fields": {"tags": ["device"]}}
         for m in (high, low)
     ]
-    outcome: list = []
+    outcome = _push_while_holding(low, high, alice, api_client, changes)
+    assert [[r["status"] for r in results] for results in outcome] == [["applied", "applied"]]
 
-    def device() -> None:
-        try:
-            outcome.append(push(api_client(alice.key), alice.project, changes)["results"])
-        except BaseException as error:  # reported to the test thread
-            outcome.append(error)
-        finally:
-            connections.close_all()
 
-    with transaction.atomic():
-        Memory.objects.select_for_update().get(pk=low.pk)  # as the other push's first lock
-        other = threading.Thread(target=device)
-        other.start()
-        wait_until_another_session_waits_for_a_lock()
-        Memory.objects.select_for_update(nowait=True).get(pk=high.pk)  # its next: still free
-    other.join(timeout=60)
-    assert not other.is_alive()
+def test_a_push_locks_the_memories_its_creates_relate_to_in_the_same_order(alice, api_client):
+    """A create's relation makes PostgreSQL check its target under a lock: the target is locked
+    up front with the rest, or a push editing one memory and relating to another deadlocks with
+    a push doing the opposite."""
+    low, high = sorted(
+        (make_memory(alice, content=f"Related offline memory {n}.", type="gotcha") for n in (1, 2)),
+        key=lambda m: m.pk,
+    )
+    related = {"relation_type": "required_with", "target_memory_id": str(low.id)}
+    changes = [
+        {"op": "update", "id": str(high.id), "base_version": 1, "fields": {"tags": ["device"]}},
+        {
+            "op": "create",
+            "ref": "rel-1",
+            "memory": {"type": "gotcha", "content": "Needs it.", "relations": [related]},
+        },
+    ]
+    outcome = _push_while_holding(low, high, alice, api_client, changes)
     assert [[r["status"] for r in results] for results in outcome] == [["applied", "applied"]]
 
 
