@@ -154,6 +154,7 @@ def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str,
     if resolution == Resolution.UPDATE:
         if not changes:
             raise Invalid("An update needs the memory's new content or fields.", details={"field": "changes"})
+        memory = memory_services.memory_locked(memory)  # (an edit committed meanwhile counts)
         before = memory.version
         memory = memory_services.memory_update(
             memory=memory, actor=actor, changes=changes, change="dispute_update"
@@ -191,7 +192,7 @@ def dispute_resolve(
     (the earlier outcome stays in the thread). The disputed badge goes once no dispute is open."""
     require(actor, dispute.organization_id, Perm.MEMORIES_REVIEW)
     resolution = Resolution(resolution).value
-    dispute = Dispute.objects.select_for_update().select_related("project__organization").get(pk=dispute.pk)
+    dispute = Dispute.objects.select_for_update(of=("self",)).select_related("project__organization").get(pk=dispute.pk)
     override = not dispute.is_open
     if override:
         require(actor, dispute.organization_id, Perm.ADMIN)

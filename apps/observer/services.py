@@ -266,7 +266,7 @@ def events_ingest(
 
 
 def _locked_open(session: Session) -> tuple[Session, Scratchpad]:
-    locked = Session.objects.select_for_update().select_related("project").get(id=session.id)
+    locked = Session.objects.select_for_update(of=("self",)).select_related("project").get(id=session.id)
     return locked, load_scratchpad(locked)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
+from django.db import transaction
 
 from apps.memories.models import Memory, MemoryTokens
 from apps.observer import promotion, services
@@ -10,6 +12,7 @@ from apps.observer.models import EventBatch, PatternStat, Session, SynthesisLog
 from apps.observer.selectors import coaccess_partners
 from apps.observer.tasks import finalize_session
 from apps.observer.traces import Trace
+from tests.processes import database_url
 from tests.tables import tables_holding
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -182,6 +185,26 @@ def test_a_task_loses_its_private_spans_before_it_is_scanned(agent):
     session = agent.open(task="Rotate creds: password=x1y2<private>customer Jane Roe</private> done")
     task = Session.objects.get(id=session["id"]).task
     assert "Jane Roe" not in task and task.endswith("[private] done")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True)
+def test_a_validation_locks_its_session_and_not_the_project(agent):
+    """Validation and completion hold the session's row while they promote; holding the
+    project's row too kept every insert that names the project (a memory, an event batch)
+    waiting, and could deadlock with one."""
+    session = Session.objects.get(id=agent.open()["id"])
+    with transaction.atomic():
+        services._locked_open(session)
+        with psycopg.connect(database_url(), autocommit=True) as other:
+            project = other.execute(
+                "SELECT 1 FROM tenants_project WHERE id = %s FOR KEY SHARE NOWAIT", [session.project_id]
+            )
+            assert project.fetchall() == [(1,)]
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute(
+                    "SELECT 1 FROM observer_session WHERE id = %s FOR KEY SHARE NOWAIT", [session.id]
+                )
 
 
 def test_a_note_redacted_on_arrival_is_promoted_flagged_for_review(agent):
