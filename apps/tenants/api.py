@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from uuid import UUID
 
 from ninja import Field, Router, Status
@@ -164,7 +164,12 @@ class ApiKeyIn(InputSchema):
     name: str = Field(min_length=1, max_length=120)
     scopes: list[str] = Field(min_length=1)
     project_id: UUID | None = None
-    expires_at: datetime | None = None
+    expires_at: datetime | None = Field(None, description="ISO 8601; a time without an offset is UTC.")
+
+    @field_validator("expires_at")
+    @classmethod
+    def utc_unless_told(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
     @field_validator("scopes")
     @classmethod

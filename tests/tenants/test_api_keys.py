@@ -203,3 +203,16 @@ def test_a_key_that_expires_makes_only_keys_that_expire_no_later(alice, api_clie
         .status_code
         == 403
     )
+
+
+def test_an_expiry_without_an_offset_is_utc(alice, api_client):
+    url = f"orgs/{alice.org.slug}/api-keys"
+    dated = api_client(alice.key).post(
+        url, {"name": "dated", "scopes": ["admin"], "expires_at": "2031-01-01T00:00:00"}
+    )
+    assert dated.status_code == 201, dated.content
+    assert dated.json()["expires_at"] in ("2031-01-01T00:00:00Z", "2031-01-01T00:00:00+00:00")
+    past = {"name": "past", "scopes": ["admin"], "expires_at": "2020-01-01T00:00:00"}
+    assert api_client(alice.key).post(url, past).status_code == 422
+    later = {"name": "later", "scopes": ["admin"], "expires_at": "2031-01-01T00:00:01"}
+    assert api_client(dated.json()["key"]).post(url, later).status_code == 403
