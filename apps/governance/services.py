@@ -192,7 +192,11 @@ def dispute_resolve(
     (the earlier outcome stays in the thread). The disputed badge goes once no dispute is open."""
     require(actor, dispute.organization_id, Perm.MEMORIES_REVIEW)
     resolution = Resolution(resolution).value
-    dispute = Dispute.objects.select_for_update(of=("self",)).select_related("project__organization").get(pk=dispute.pk)
+    dispute = (
+        Dispute.objects.select_for_update(of=("self",))
+        .select_related("project__organization")
+        .get(pk=dispute.pk)
+    )
     override = not dispute.is_open
     if override:
         require(actor, dispute.organization_id, Perm.ADMIN)
