@@ -10,6 +10,7 @@ from ninja import Field, Query, Router, Status
 
 from apps.governance import selectors, services, trust
 from apps.governance.models import DisputeStatus, Resolution
+from apps.memories.api import MemoryPatch
 from apps.memories.selectors import memory_get
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
@@ -30,8 +31,8 @@ class CommentIn(InputSchema):
 class ResolveIn(InputSchema):
     resolution: Resolution
     note: str = Field("", max_length=5000)
-    changes: dict[str, Any] | None = Field(
-        None, description="For resolution 'update': the memory fields to change (as PATCH /memories/{id})."
+    changes: MemoryPatch | None = Field(
+        None, description="For resolution 'update': the memory fields to change, as PATCH /memories/{id}."
     )
 
 
@@ -199,7 +200,7 @@ def disputes_resolve(request, dispute_id: UUID, payload: ResolveIn):
         actor=request.auth,
         resolution=payload.resolution,
         note=payload.note,
-        changes=payload.changes,
+        changes=payload.changes.model_dump(exclude_unset=True) if payload.changes else None,
     )
 
 

@@ -271,3 +271,29 @@ def test_an_update_that_an_edit_made_meanwhile_already_made_changes_nothing(api_
     assert not other.is_alive()
     assert [type(result) for result in outcome] == [Invalid], outcome
     assert Dispute.objects.get(pk=dispute_id).status == "open"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"work_unit_ref": ["x"]},
+        {"decay_half_life_days": "abc"},
+        {"decay_half_life_days": -1},
+        {"deprecated": "maybe"},
+        {"confidence": 7},
+        {"no_such_field": 1},
+        {},
+    ],
+)
+def test_an_update_takes_only_what_a_patch_would(api_client, team, memory, signed_in, changes):
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    memory.refresh_from_db()
+    version = memory.version
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve", {"resolution": "update", "changes": changes}
+    )
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["code"] == "validation_error"
+    memory.refresh_from_db()
+    assert memory.version == version and Dispute.objects.get(pk=dispute_id).is_open
+    assert api_client(team[Role.OWNER].key).get(f"memories/{memory.id}").status_code == 200
