@@ -34,7 +34,9 @@ def _clean_path(value: str) -> str:
     path = value.replace("\\", "/").strip()
     if not path or path.startswith("/") or ".." in path.split("/") or len(path) > 500:
         raise ValueError("paths are relative to the repository root, without '..'")
-    return path.lstrip("./") if path.startswith("./") else path
+    while path.startswith("./"):  # (not lstrip: `.github/` keeps its dot)
+        path = path[2:]
+    return path
 
 
 class FileIn(InputSchema):

@@ -35,10 +35,24 @@ def _vendored(name: str) -> bool:
 
 
 def _target(dest: str, name: str) -> str:
-    path = os.path.normpath(os.path.join(dest, posixpath.normpath(name.lstrip("./") or ".")))
+    path = os.path.normpath(os.path.join(dest, posixpath.normpath(name)))
     if not path.startswith(os.path.abspath(dest) + os.sep):
         raise Invalid("The archive has an entry outside its root.", details={"entries": [name]})
     return path
+
+
+def _write(dest: str, name: str, data: bytes) -> None:
+    path = _target(dest, name)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(data)
+    except OSError:  # a file and a directory of one name, a name the filesystem refuses
+        raise Invalid(
+            "The archive has an entry that cannot be unpacked: a file and a directory of the same "
+            "name, or a name too long.",
+            details={"entries": [name]},
+        ) from None
 
 
 def extract_archive(stream: IO[bytes], filename: str, dest: str) -> dict[str, int]:
@@ -95,10 +109,7 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
         source = archive.extractfile(member)
         if source is None:
             continue
-        path = _target(dest, member.name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as out:
-            out.write(source.read())
+        _write(dest, member.name, source.read())
     return skipped
 
 
@@ -134,12 +145,9 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
             total += info.file_size
             if total > _budget():
                 raise ApiError(413, "The archive unpacks to more than the allowed size.", code="too_large")
-            path = _target(dest, info.filename)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
                 data = archive.read(info)
             except (zipfile.BadZipFile, OSError, NotImplementedError):
                 raise Invalid("The archive is damaged.", details={"entries": [info.filename]}) from None
-            with open(path, "wb") as out:
-                out.write(data)
+            _write(dest, info.filename, data)
     return skipped

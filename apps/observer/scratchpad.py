@@ -336,9 +336,7 @@ class Scratchpad:
                 self.globs[call[0]] = [len(files), 0, call[1]]
                 for path in files:
                     if len(self.glob_files) < MAX_FILES:
-                        self.glob_files.setdefault(
-                            path.lstrip("./") if path.startswith("./") else path, call[0]
-                        )
+                        self.glob_files.setdefault(path.removeprefix("./"), call[0])
         elif tool == "Read" and call and call[2]:
             names = set()
             for match in _IMPORT_LINE.finditer(result[:20_000]):

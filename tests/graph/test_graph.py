@@ -231,6 +231,38 @@ def test_unsafe_archives_are_refused_whole(alice, api_client, entry):
     assert not IndexJob.objects.exists() and not GraphNode.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("files", "offender"),
+    [
+        ({"a": "x", "a/b.py": "y = 1\n"}, "a/b.py"),
+        ({"d/f.py": "y = 1\n", "d": "x"}, "d"),
+        ({"x" * 300 + ".py": "y = 1\n"}, "x" * 300 + ".py"),
+    ],
+)
+def test_entries_the_filesystem_cannot_hold_are_refused(alice, api_client, files, offender):
+    client = api_client(alice.key)
+    response = client.client.post(
+        f"/api/v1/projects/{alice.project.id}/graph/index", {"archive": _tar(files)}, **client.headers
+    )
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["details"]["entries"] == [offender]
+    assert not IndexJob.objects.exists() and not GraphNode.objects.exists()
+
+
+def test_a_dotted_directory_keeps_its_dot(alice, api_client):
+    client = api_client(alice.key)
+    files = {"./.ci/check.py": "from .ci import util\n", ".ci/util.py": "x = 1\n"}
+    response = client.client.post(
+        f"/api/v1/projects/{alice.project.id}/graph/index", {"archive": _tar(files)}, **client.headers
+    )
+    assert response.status_code == 202, response.content
+    paths = set(GraphNode.objects.filter(project=alice.project, kind="file").values_list("path", flat=True))
+    assert paths == {".ci/check.py", ".ci/util.py"}
+    batch = {"files": [{"path": "./.ci/other.py", "content": "x = 2\n"}]}
+    assert client.post(f"projects/{alice.project.id}/graph/index", batch).status_code in (200, 202)
+    assert GraphNode.objects.filter(project=alice.project, kind="file", path=".ci/other.py").exists()
+
+
 def test_zip_archives_and_bad_uploads(alice, api_client):
     client = api_client(alice.key)
     buffer = io.BytesIO()
