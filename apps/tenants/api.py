@@ -169,7 +169,12 @@ class ApiKeyIn(InputSchema):
     @field_validator("expires_at")
     @classmethod
     def utc_unless_told(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+        if value is None:
+            return None
+        try:
+            return value.replace(tzinfo=value.tzinfo or UTC).astimezone(UTC)
+        except OverflowError:  # (9999-12-31T23:00-12:00 is in the year 10000 in UTC)
+            raise ValueError("expires_at must fall before the year 10000 in UTC") from None
 
     @field_validator("scopes")
     @classmethod

@@ -216,3 +216,12 @@ def test_an_expiry_without_an_offset_is_utc(alice, api_client):
     assert api_client(alice.key).post(url, past).status_code == 422
     later = {"name": "later", "scopes": ["admin"], "expires_at": "2031-01-01T00:00:01"}
     assert api_client(dated.json()["key"]).post(url, later).status_code == 403
+
+
+def test_an_expiry_past_the_last_storable_year_is_refused_and_the_keys_stay_listable(alice, api_client):
+    url = f"orgs/{alice.org.slug}/api-keys"
+    beyond = {"name": "far", "scopes": ["admin"], "expires_at": "9999-12-31T23:59:59-12:00"}
+    response = api_client(alice.key).post(url, beyond)
+    assert response.status_code == 422, response.content
+    assert "10000" in response.content.decode()
+    assert api_client(alice.key).get(url).status_code == 200
