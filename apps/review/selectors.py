@@ -15,7 +15,7 @@ from django.db.models.functions import Greatest, Length
 from django.http import Http404
 from django.utils import timezone
 
-from apps.memories.models import Memory, MemoryQuerySet, MemoryType
+from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation, MemoryType
 from apps.memories.selectors import memories_visible
 from apps.observer.models import Session
 from apps.review import health
@@ -245,6 +245,21 @@ def methodologies(*, principal: Principal, project: Project) -> list[str]:
 
 def memory_history(memory: Memory):
     return memory.versions.all()
+
+
+def memory_relations(
+    *, principal: Principal, project: Project, memory: Memory
+) -> list[tuple[MemoryRelation, bool]]:
+    """The memory's relations, each with whether its target memory is one the principal may see
+    here (a relation can point at a teammate's personal memory: it is named, not shown)."""
+    relations = list(memory.relations.select_related("target_memory"))
+    targets = [r.target_memory_id for r in relations if r.target_memory_id]
+    visible = set(
+        memories_visible(principal=principal, project=project)
+        .filter(id__in=targets)
+        .values_list("id", flat=True)
+    )
+    return [(r, r.target_memory_id in visible) for r in relations]
 
 
 def memory_feedback(memory: Memory):

@@ -187,7 +187,9 @@ def memory_detail(request, project, memory_id):
                 )[:20]
             ),
             "session": session,
-            "relations": list(memory.relations.select_related("target_memory")),
+            "relations": selectors.memory_relations(
+                principal=request.principal, project=project, memory=memory
+            ),
             "steps": sorted(memory.payload.get("steps", []), key=lambda s: s.get("order", 0))
             if memory.type == MemoryType.WORKFLOW_RECIPE
             else [],

@@ -317,3 +317,23 @@ def test_teaching_what_the_project_already_remembers_points_to_it_instead(alice,
     again = client.post(f"{base}/teach/", {**body, "content": " Refunds are issued in cents. "})
     memory = Memory.objects.get()
     assert again.status_code == 422 and f"{base}/memories/{memory.id}/" in again.content.decode()
+
+
+def test_a_relation_to_a_memory_the_reader_cannot_see_is_named_not_shown(alice, person_with_role, signed_in):
+    teammate = person_with_role(Role.MEMBER)
+    private = make_memory(teammate, content="My own shortcut: skip the staging check.", scope="personal")
+    shared = make_memory(teammate, content="Staging deploys need the check.", scope="project")
+    linked = make_memory(
+        teammate,
+        content="Deploys go through staging first.",
+        relations=[
+            {"relation_type": "derived_from", "target_memory_id": str(private.id)},
+            {"relation_type": "required_with", "target_memory_id": str(shared.id)},
+        ],
+    )
+    url = f"/o/{teammate.org.slug}/p/{teammate.project.slug}/memories/{linked.id}/"
+    page = signed_in(alice).get(url).content.decode()
+    assert shared.citation_text in page and private.citation_text not in page and str(private.id) not in page
+    assert "a memory you cannot see" in page
+    own_view = signed_in(teammate).get(url).content.decode()
+    assert private.citation_text in own_view
