@@ -199,7 +199,7 @@ def memories_filtered(
             qs = qs.filter(confidence__lt=high)
     if filters.since:
         qs = qs.filter(created_at__gte=_day_start(filters.since))
-    if filters.until:
+    if filters.until and filters.until < date.max:  # (date.max: nothing is later)
         qs = qs.filter(created_at__lt=_day_start(filters.until + timedelta(days=1)))
     if filters.module:
         qs = in_module(qs, filters.module, depth)

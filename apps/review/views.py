@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -651,8 +651,9 @@ def teach_import(request, project):
             created = services.rules_import(
                 project=project, actor=request.principal, rules=rules, source_name=source_name, scope=scope
             )
-        except (ApiError, ValueError) as exc:
-            messages.error(request, _error_text(exc) if isinstance(exc, ApiError) else str(exc))
+        except (ApiError, ValueError, ValidationError) as exc:
+            text = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+            messages.error(request, _error_text(exc) if isinstance(exc, ApiError) else text)
             return redirect(_url("teach", project) + "#import")
         messages.success(request, f"Imported {len(created)} memories from {source_name}.")
         return redirect(_url("memory_browser", project) + "?source=user_taught")

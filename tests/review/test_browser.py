@@ -94,6 +94,8 @@ def test_date_filters(corpus, alice, signed_in, base):
     assert shown(recent) == {corpus["jwt"], corpus["money"], corpus["flaky"]}
     older = client.get(f"{base}/memories/?until={today - timedelta(days=5)}")
     assert shown(older) == {corpus["readme"]}
+    assert len(shown(client.get(f"{base}/memories/?until=9999-12-31"))) == 4  # (the last day there is)
+    assert len(shown(client.get(f"{base}/memories/?since=9999-12-31"))) == 0
 
 
 def test_review_states_and_deprecated(corpus, alice, signed_in, base):

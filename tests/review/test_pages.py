@@ -258,6 +258,24 @@ def test_import_refuses_nothing_and_a_bad_rule_saves_nothing(alice, signed_in, b
         follow=True,
     )
     assert "not be valid" in response.content.decode() and not Memory.objects.exists()
+    crowded = {
+        "action": "save",
+        "source_name": "AGENTS.md",
+        "scope": "project",
+        "rule_count": "1",
+        "rule-0-include": "1",
+        "rule-0-type": "gotcha",
+        "rule-0-content": "Fine rule.",
+        "rule-0-files": ",".join(f"f{i}.py" for i in range(101)),
+    }
+    response = client.post(f"{base}/teach/import/", crowded, follow=True)
+    assert "At most 100 entries" in response.content.decode() and not Memory.objects.exists()
+    response = client.post(
+        f"{base}/teach/import/",
+        {**crowded, "rule-0-files": "", "rule-0-content": "Fine\x00rule."},
+        follow=True,
+    )
+    assert response.status_code == 200 and "NUL" in response.content.decode() and not Memory.objects.exists()
 
 
 def test_ask_answers_with_cited_memories(alice, signed_in, base):
