@@ -8,17 +8,18 @@ from ninja import Schema
 from pydantic import ConfigDict, model_validator
 
 
-def _find_nul(value: Any, path: str = "") -> str | None:
+def find_nul(value: Any, path: str = "") -> str | None:
+    """Where in `value` a NUL character is (a dotted path), if anywhere."""
     if isinstance(value, str):
         return path or "body" if "\x00" in value else None
     if isinstance(value, dict):
         for key, item in value.items():
-            found = _find_nul(key, path) or _find_nul(item, f"{path}.{key}" if path else str(key))
+            found = find_nul(key, path) or find_nul(item, f"{path}.{key}" if path else str(key))
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            found = _find_nul(item, f"{path}[{index}]")
+            found = find_nul(item, f"{path}[{index}]")
             if found:
                 return found
     return None
@@ -33,7 +34,7 @@ class InputSchema(Schema):
     @model_validator(mode="before")
     @classmethod
     def _no_nul_characters(cls, data: Any) -> Any:
-        where = _find_nul(data)
+        where = find_nul(data)
         if where:
             raise ValueError(f"{where} contains a NUL (\\u0000) character, which cannot be stored")
         return data

@@ -14,12 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from apps.memories.kinds import RelationKind, Scope, Source, normalize_type
 from apps.memories.payloads import PayloadError, validate_payload
+from memorysaas.schemas import find_nul
 
 MAX_CONTENT_CHARS = 4000
 # A century: longer is "never decays" in all but name (leave it unset, or pin), and three of it
 # still lands inside PostgreSQL's timestamp range when the daily job looks back that far.
 MAX_HALF_LIFE_DAYS = 36_500
 MAX_CITATION_CHARS = 40
+MAX_LINE = 2**31 - 1  # (an integer column)
 MAX_BATCH = 500
 
 
@@ -86,12 +88,20 @@ class MemoryDraft(BaseModel):
     commit_sha: str = Field("", max_length=64)
     decay_half_life_days: float | None = Field(None, gt=0, le=MAX_HALF_LIFE_DAYS)
     chunk_type: str = Field("", pattern=r"^(|function|class|module|prose)$")
-    chunk_start_line: int | None = Field(None, ge=1)
-    chunk_end_line: int | None = Field(None, ge=1)
+    chunk_start_line: int | None = Field(None, ge=1, le=MAX_LINE)
+    chunk_end_line: int | None = Field(None, ge=1, le=MAX_LINE)
     context_prefix: str = Field("", max_length=500)
     target_node_id: str = Field("", max_length=300)
     impacted_node_ids: list[str] = Field(default_factory=list, max_length=200)
     relations: list[RelationDraft] = Field(default_factory=list, max_length=50)
+
+    @model_validator(mode="before")
+    @classmethod
+    def no_nul_characters(cls, data: Any) -> Any:
+        where = find_nul(data)  # (every writer, not only the API, builds a draft)
+        if where:
+            raise ValueError(f"{where} contains a NUL (\\u0000) character, which cannot be stored")
+        return data
 
     @field_validator("type")
     @classmethod

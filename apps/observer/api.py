@@ -16,7 +16,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import ApiError, error_response
-from memorysaas.schemas import InputSchema, OutputSchema, _find_nul
+from memorysaas.schemas import InputSchema, OutputSchema, find_nul
 
 router = Router(tags=["observer"])
 MAX_EVENTS = 1000
@@ -243,7 +243,7 @@ def sessions_get(request, session_id: UUID):
 def sessions_events(request, session_id: UUID, payload: EventsIn):
     """Append a batch (up to 1,000 events; 413 above). Idempotent by `seq`: a retried batch
     changes nothing. A batch with an invalid event is refused whole, with each bad item listed."""
-    if b"\\u0000" in request.body and (where := _find_nul(payload.events, "events")):
+    if b"\\u0000" in request.body and (where := find_nul(payload.events, "events")):
         raise ApiError(422, f"{where} contains a NUL (\\u0000) character, which cannot be stored.")
     if len(payload.events) > MAX_EVENTS:
         raise ApiError(413, f"At most {MAX_EVENTS} events per batch.", code="batch_too_large",

@@ -166,3 +166,10 @@ def test_a_patch_that_breaks_the_payload_is_422_and_changes_nothing(alice, api_c
     memory.refresh_from_db()
     assert memory.type == "workflow_recipe" and memory.version == 1
     assert memory.payload["steps"] == [{"order": 1, "description": "add the schema"}]
+
+
+def test_a_chunk_line_past_the_integer_column_is_a_validation_error_naming_it(alice, api_client):
+    url = f"projects/{alice.project.id}/memories"
+    response = api_client(alice.key).post(url, _body(chunk_start_line=2**31, chunk_end_line=2**31 + 5))
+    _assert_validation_envelope(response, "chunk_start_line")
+    assert not Memory.objects.exists()
