@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -382,12 +382,18 @@ def membership_remove(*, membership: Membership, actor: Principal) -> None:
     TeamMembership.objects.filter(
         team__organization_id=membership.organization_id, user_id=membership.user_id
     ).delete()
+    # Their keys and devices act as them: they go with them, or the org stays open to them.
+    revoked = ApiKey.objects.filter(
+        Q(created_by_id=membership.user_id) | Q(device__user_id=membership.user_id),
+        organization_id=membership.organization_id,
+        revoked_at__isnull=True,
+    ).update(revoked_at=timezone.now())
     audit_record(
         actor=actor,
         action="membership.removed",
         organization=membership.organization,
         target=membership,
-        metadata={"user_id": membership.user_id},
+        metadata={"user_id": membership.user_id, "api_keys_revoked": revoked},
     )
     membership.delete()
 

@@ -94,6 +94,32 @@ def test_the_last_owner_cannot_leave(alice):
     assert Membership.objects.filter(pk=membership.pk).exists()
 
 
+def test_removing_a_member_revokes_their_keys_and_devices_in_that_organization_only(alice, bob, api_client):
+    from apps.tenants import services
+    from tests.factories import OrganizationFactory
+
+    device, device_key = services.device_register(organization=bob.org, actor=bob.principal, name="bob-box")
+    elsewhere_org = OrganizationFactory(name="Elsewhere", slug="elsewhere")
+    Membership.objects.create(organization=elsewhere_org, user=bob.user, role=Role.MEMBER)
+    other_key, _ = services.api_key_create(
+        organization=elsewhere_org,
+        actor=bob.principal,
+        name="elsewhere",
+        scopes=["memories:read"],
+        check_permission=False,
+    )
+    url = f"projects/{bob.project.id}/memories"
+    assert api_client(bob.key).get(url).status_code == 200
+    membership = Membership.objects.get(user=bob.user, organization=bob.org)
+    response = signed_in(alice).post(f"/o/{alice.org.slug}/members/{membership.pk}/remove/")
+    assert response.status_code == 302 and not Membership.objects.filter(pk=membership.pk).exists()
+    assert api_client(bob.key).get(url).status_code == 401
+    assert api_client(device_key).get(url).status_code == 401
+    assert api_client(alice.key).get(url).status_code == 200
+    other_key.refresh_from_db()
+    assert other_key.revoked_at is None
+
+
 def test_api_key_page_shows_a_new_key_once_then_only_its_prefix(alice):
     client = signed_in(alice)
     created = client.post(
