@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -128,6 +129,8 @@ def export_download(request, export_id):
     export = DataExport.objects.of_user(request.user).filter(id=export_id).first()
     if export is None:
         raise Http404("No such export.")
+    if export.organization_id is not None and not gdpr.owns(request.user, export.organization_id):
+        raise PermissionDenied("Only an owner of the organization can download its export.")
     if not export.is_downloadable:
         return render(request, "settings/export_gone.html", {"export": export}, status=410)
     content_type = (

@@ -225,7 +225,7 @@ def organization_data(organization: Organization) -> dict[str, Any]:
 def export_request(*, user: User, fmt: str, organization: Organization | None = None) -> DataExport:
     if fmt not in ExportFormat.values:
         raise Invalid(f"Unknown export format {fmt!r}; choose one of {', '.join(ExportFormat.values)}.")
-    if organization is not None and not Principal.for_user(user).has(organization.id, Perm.ORG_OWN):
+    if organization is not None and not owns(user, organization.id):
         raise Forbidden("Only an owner can export the organization.")
     export = DataExport.objects.create(requested_by=user, organization=organization, format=fmt)
     from apps.tenants.services import audit_record
@@ -243,12 +243,21 @@ def export_request(*, user: User, fmt: str, organization: Organization | None = 
     return export
 
 
+def owns(user: User, organization_id) -> bool:
+    """Whether `user` is (still) an owner of the organization: its export is theirs to take."""
+    return Principal.for_user(user).has(organization_id, Perm.ORG_OWN)
+
+
 def export_build(export_id: str) -> DataExport | None:
     """Render the export. Runs in a worker; a second run of a built export does nothing."""
     from apps.tenants.export_formats import render
 
     export = DataExport.objects.select_related("requested_by", "organization").filter(id=export_id).first()
     if export is None or export.status != ExportStatus.PENDING:
+        return export
+    if export.organization_id and not owns(export.requested_by, export.organization_id):
+        export.status, export.error = ExportStatus.FAILED, "The requester is no longer an owner."
+        export.save(update_fields=["status", "error"])
         return export
     try:
         if export.organization_id:

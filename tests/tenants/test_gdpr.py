@@ -22,7 +22,7 @@ from apps.memories.embeddings import cache_key
 from apps.memories.models import EmbeddingCache, Memory, MemoryVersion
 from apps.memories.services import embedding_text, memory_feedback
 from apps.tenants import gdpr, services
-from apps.tenants.models import ApiKey, AuditLog, DataExport, ExportStatus, Organization, User
+from apps.tenants.models import ApiKey, AuditLog, DataExport, ExportStatus, Membership, Organization, User
 from apps.tenants.roles import Role
 from tests.conftest import csrf_token_for
 from tests.memories.factories import make_memory
@@ -295,6 +295,18 @@ def test_owner_exports_the_organization_without_members_personal_memories(alice,
     }
     assert [m["id"] for m in data["memories"]] == [str(shared.id)]
     assert [p["slug"] for p in data["projects"]] == ["acme-api"]
+
+
+def test_an_organization_export_is_an_owners_only_while_they_own_it(alice, person_with_role, session_client):
+    person_with_role(Role.OWNER)  # (someone must stay an owner)
+    client, export = _request_export(session_client, alice, "json", url="/o/acme/settings/export/")
+    assert _download(client, export).status_code == 200
+    Membership.objects.filter(user=alice.user, organization=alice.org).update(role=Role.ADMIN)
+    assert _download(session_client(alice).client, export).status_code == 403
+    pending = DataExport.objects.create(requested_by=alice.user, organization=alice.org, format="json")
+    gdpr.export_build(str(pending.id))
+    pending.refresh_from_db()
+    assert pending.status == ExportStatus.FAILED and pending.content is None
 
 
 def test_only_owners_reach_organization_settings(alice, person_with_role, session_client):
