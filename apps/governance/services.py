@@ -23,7 +23,7 @@ from apps.governance.notify import notify, project_stewards
 from apps.governance.trust import allowed_levels, project_offer
 from apps.memories import secrets_scan
 from apps.memories import services as memory_services
-from apps.memories.models import FeedbackKind, Memory
+from apps.memories.models import FeedbackKind, Memory, MemoryScope
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
@@ -98,6 +98,11 @@ def dispute_open(*, memory: Memory, actor: Principal, reason: str) -> Dispute:
     """Open a dispute: the memory gets its `disputed` badge (retrieval ×0.8) through the memories
     feedback service, the thread starts, stewards are notified in-app and by email."""
     require(actor, memory.organization_id, Perm.MEMORIES_WRITE)
+    if memory.scope == MemoryScope.PERSONAL:  # (stewards would be told of what only its owner may see)
+        raise Invalid(
+            "A personal memory is yours alone: correct, flag or delete it instead of disputing it.",
+            details={"field": "memory"},
+        )
     reason = _redacted(reason)
     if not reason:
         raise Invalid("Say why the memory is wrong.", details={"field": "reason"})

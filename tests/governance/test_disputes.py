@@ -297,3 +297,13 @@ def test_an_update_takes_only_what_a_patch_would(api_client, team, memory, signe
     memory.refresh_from_db()
     assert memory.version == version and Dispute.objects.get(pk=dispute_id).is_open
     assert api_client(team[Role.OWNER].key).get(f"memories/{memory.id}").status_code == 200
+
+
+def test_a_personal_memory_cannot_be_disputed_and_no_steward_hears_of_it(api_client, team):
+    personal = make_memory(team[Role.MEMBER], content="My shortcut: deploy with --force.", scope="personal")
+    response = _open(api_client, team[Role.MEMBER], personal)
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["details"] == {"field": "memory"}
+    personal.refresh_from_db()
+    assert not personal.disputed and not Dispute.objects.exists() and not Notification.objects.exists()
+    assert not [m for m in mail.outbox if "--force" in m.body]
