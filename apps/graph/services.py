@@ -318,6 +318,14 @@ def _relaxed_commit() -> None:
         cursor.execute("SET LOCAL synchronous_commit TO off")
 
 
+def _one_writer(project: Project) -> None:
+    """Until this transaction ends, no other index of the project's graph runs: a second waits
+    for the first, then reads what it wrote (two at once inserted the same nodes, and one failed
+    with its files lost)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"graph:{project.id}"])
+
+
 def _reserve_ids(count: int, using: BaseDatabaseWrapper = connection) -> list[int]:
     """`count` ids from the nodes' sequence, on `using` (sequences are outside transactions, so a
     second connection can reserve them while this one's COPY is still running)."""
@@ -542,6 +550,7 @@ def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> tupl
     working through the chunks, and the nodes, edges and closure follow."""
     with transaction.atomic():
         _relaxed_commit()
+        _one_writer(project)
         _clear(project)
         pid = str(project.id)
         parts: dict[str, FilePart] = {}
@@ -649,6 +658,7 @@ def index_changes(
     result = IndexResult()
     with transaction.atomic():
         _relaxed_commit()
+        _one_writer(project)
         mark_stale(project, [*changed, *deleted])
         known = set(GraphNode.objects.filter(project=project, kind="file").values_list("path", flat=True))
         all_paths = (known - deleted) | set(changed)
