@@ -4,10 +4,12 @@ the test database."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from collections.abc import Callable
 from urllib.parse import quote
 
-from django.db import connection
+from django.db import connection, connections
 
 
 def free_port() -> int:
@@ -39,3 +41,27 @@ def wait_until_another_session_waits_for_a_lock(timeout: float = 30.0) -> None:
             if cursor.fetchone()[0]:
                 return
     raise AssertionError("no other session ever waited for a lock")
+
+
+class Worker:
+    """`work` running on a thread of its own, with its own database connection, from the moment
+    this is made; `finish()` waits for it and returns what it returned or the error it raised."""
+
+    def __init__(self, work: Callable[[], object]) -> None:
+        self.outcome: list = []
+        self._thread = threading.Thread(target=self._run, args=(work,))
+        self._thread.start()
+
+    def _run(self, work: Callable[[], object]) -> None:
+        try:
+            self.outcome.append(work())
+        except BaseException as error:  # reported to the test thread
+            self.outcome.append(error)
+        finally:
+            connections.close_all()
+
+    def finish(self, timeout: float = 60.0) -> object:
+        self._thread.join(timeout=timeout)
+        assert not self._thread.is_alive(), "the worker never finished"
+        (result,) = self.outcome
+        return result

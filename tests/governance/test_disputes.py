@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.core import mail
-from django.db import connections, transaction
+from django.db import transaction
 
 from apps.governance import services
 from apps.governance.models import Dispute, Notification
@@ -16,7 +14,7 @@ from apps.memories.models import Memory
 from apps.tenants.roles import Role
 from memorysaas.errors import Invalid
 from tests.memories.factories import make_memory
-from tests.processes import wait_until_another_session_waits_for_a_lock
+from tests.processes import Worker, wait_until_another_session_waits_for_a_lock
 from tests.tables import tables_holding
 
 pytestmark = pytest.mark.django_db
@@ -243,33 +241,21 @@ def test_an_update_that_an_edit_made_meanwhile_already_made_changes_nothing(api_
     commits meanwhile, the edit's new version looked like the update's own."""
     dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
     fixed = "Run migrations without --fake on staging."
-    outcome: list = []
-
-    def resolve() -> None:
-        try:
-            services.dispute_resolve(
-                dispute=Dispute.objects.get(pk=dispute_id),
-                actor=team[Role.STEWARD].principal,
-                resolution="update",
-                changes={"content": fixed},
-            )
-            outcome.append("resolved")
-        except Exception as error:  # reported to the test thread
-            outcome.append(error)
-        finally:
-            connections.close_all()
-
     with transaction.atomic():
         locked = memory_services.memory_locked(memory)
         memory_services.memory_update(
             memory=locked, actor=team[Role.OWNER].principal, changes={"content": fixed}
         )
-        other = threading.Thread(target=resolve)
-        other.start()
+        resolution = Worker(
+            lambda: services.dispute_resolve(
+                dispute=Dispute.objects.get(pk=dispute_id),
+                actor=team[Role.STEWARD].principal,
+                resolution="update",
+                changes={"content": fixed},
+            )
+        )
         wait_until_another_session_waits_for_a_lock()
-    other.join(timeout=60)
-    assert not other.is_alive()
-    assert [type(result) for result in outcome] == [Invalid], outcome
+    assert isinstance(resolution.finish(), Invalid)
     assert Dispute.objects.get(pk=dispute_id).status == "open"
 
 

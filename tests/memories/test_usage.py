@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
@@ -15,7 +14,7 @@ from apps.memories.models import EmbeddingCache, Memory, MemoryUsage
 from apps.memories.search import search
 from apps.tenants.principal import Principal
 from tests.memories.factories import make_memory
-from tests.processes import wait_until_another_session_waits_for_a_lock
+from tests.processes import Worker, wait_until_another_session_waits_for_a_lock
 
 pytestmark = pytest.mark.django_db
 
@@ -252,24 +251,12 @@ def test_an_access_and_a_flag_on_one_memory_take_their_locks_in_the_same_order(a
     must wait for the memory before it touches the usage row, or the two deadlock."""
     memory = make_memory(alice, confidence=0.8)
     _access(memory, 4)
-    errors: list[BaseException] = []
-
-    def access() -> None:
-        try:
-            services.memories_record_access(memory_ids=[memory.id])
-        except BaseException as error:  # reported to the test thread
-            errors.append(error)
-        finally:
-            connections.close_all()
-
     with transaction.atomic():
         Memory.objects.select_for_update().get(id=memory.id)  # what feedback's _locked() does
-        other = threading.Thread(target=access)
-        other.start()
+        access = Worker(lambda: services.memories_record_access(memory_ids=[memory.id]))
         wait_until_another_session_waits_for_a_lock()
         MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
-    other.join(timeout=60)
-    assert not other.is_alive() and errors == []
+    assert not isinstance(access.finish(), BaseException)
     usage = MemoryUsage.objects.get(memory=memory)
     assert (usage.access_count, usage.uncorrected_access_count) == (5, 1)  # counted after the reset
     memory.refresh_from_db()

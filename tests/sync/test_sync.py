@@ -5,11 +5,9 @@ These tests commit (transactional_db): the feed's guarantee is about committed t
 
 from __future__ import annotations
 
-import threading
-
 import psycopg
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 
 from apps.memories.models import Memory
 from apps.memories.services import memory_delete, memory_update
@@ -21,7 +19,7 @@ from apps.tenants.models import Device
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Role
 from tests.memories.factories import make_memory
-from tests.processes import wait_until_another_session_waits_for_a_lock
+from tests.processes import Worker, wait_until_another_session_waits_for_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -291,25 +289,12 @@ def _push_while_holding(low, high, person, api_client, changes) -> list:
     """Push `changes` from another thread while this one holds `low`'s row, as another push that
     took it first; once the push waits, `high` must still be free: the push did not take it
     before `low`. Returns what the push answered (or raised)."""
-    outcome: list = []
-
-    def device() -> None:
-        try:
-            outcome.append(push(api_client(person.key), person.project, changes)["results"])
-        except BaseException as error:  # reported to the test thread
-            outcome.append(error)
-        finally:
-            connections.close_all()
-
     with transaction.atomic():
         Memory.objects.select_for_update().get(pk=low.pk)
-        other = threading.Thread(target=device)
-        other.start()
+        device = Worker(lambda: push(api_client(person.key), person.project, changes)["results"])
         wait_until_another_session_waits_for_a_lock()
         Memory.objects.select_for_update(nowait=True).get(pk=high.pk)
-    other.join(timeout=60)
-    assert not other.is_alive()
-    return outcome
+    return [device.finish()]
 
 
 def test_a_push_locks_its_memories_in_id_order_so_opposite_pushes_cannot_deadlock(alice, api_client):
