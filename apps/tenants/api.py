@@ -96,7 +96,7 @@ class ProjectIn(InputSchema):
     organization: str | None = Field(
         None, description="Slug or id; optional when the caller has one organization."
     )
-    slug: str | None = Field(None, max_length=60, pattern=r"^[-a-z0-9]+$")
+    slug: str | None = Field(None, max_length=60, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
     description: str = Field("", max_length=2000)
     methodology: Methodology = Methodology.NATIVE
     team: str | None = Field(None, description="Team slug, for a project only that team's members see.")

@@ -121,10 +121,18 @@ def project_create(
     require(actor, organization.id, Perm.ADMIN)
     if team is not None and team.organization_id != organization.id:
         raise Invalid("The team belongs to another organization.")
+    siblings = Project.objects.filter(organization=organization)
+    if slug and siblings.filter(slug=slug).exists():  # (asked for by name: not quietly another)
+        raise ApiError(
+            409,
+            f"The organization already has a project '{slug}'.",
+            code="slug_taken",
+            details={"field": "slug"},
+        )
     project = Project(
         organization=organization,
         name=name.strip(),
-        slug=unique_slug(Project.objects.filter(organization=organization), slug or name),
+        slug=slug or unique_slug(siblings, name),
         description=description,
         methodology=methodology,
         team=team,

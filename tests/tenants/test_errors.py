@@ -94,3 +94,24 @@ def test_the_openapi_schema_and_docs_are_served(db, api_client):
     assert "cdn.jsdelivr.net" not in page and "swagger-ui-bundle.js" in page  # works offline
     script = re.search(r'src="([^"]*swagger-ui-bundle\.js)"', page).group(1)
     assert Client().get(script).status_code == 200
+
+
+def test_a_slug_asked_for_and_taken_is_a_409_and_a_name_taken_gets_the_next_slug(alice, api_client):
+    client = api_client(alice.key)
+    first = client.post("projects", {"name": "Billing", "slug": "billing"})
+    assert first.status_code == 201, first.content
+    assert_envelope(client.post("projects", {"name": "Billing 2", "slug": "billing"}), 409, "slug_taken")
+    assert client.post("projects", {"name": "Billing"}).json()["slug"] == "billing-2"
+    assert_envelope(client.post("projects", {"name": "x", "slug": "-billing--"}), 422)
+    assert Project.objects.filter(organization=alice.org, slug__startswith="billing").count() == 2
+
+
+def test_a_multipart_body_without_a_boundary_is_a_400_envelope(alice, api_client):
+    client = api_client(alice.key)
+    response = client.client.post(
+        f"/api/v1/projects/{alice.project.id}/graph/index",
+        b"--x\r\n",
+        content_type="multipart/form-data",
+        **client.headers,
+    )
+    assert_envelope(response, 400)
