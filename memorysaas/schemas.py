@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import unicodedata
+from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import ConfigDict, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 
 def find_nul(value: Any, path: str = "") -> str | None:
@@ -23,6 +24,16 @@ def find_nul(value: Any, path: str = "") -> str | None:
             if found:
                 return found
     return None
+
+
+def single_line(value: str) -> str:
+    """A name shown in lists and emails: no control characters (newlines, escapes, bells)."""
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise ValueError("a name is one line of printable text, without control characters")
+    return value
+
+
+Name = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(single_line)]
 
 
 class InputSchema(Schema):

@@ -13,7 +13,7 @@ from apps.tenants.models import Methodology
 from apps.tenants.roles import API_KEY_SCOPES, Perm
 from memorysaas.errors import Invalid
 from memorysaas.health import health_report
-from memorysaas.schemas import InputSchema, OutputSchema
+from memorysaas.schemas import InputSchema, Name, OutputSchema
 
 router = Router(tags=["tenancy"])
 
@@ -92,7 +92,7 @@ class ProjectOut(OutputSchema):
 
 
 class ProjectIn(InputSchema):
-    name: str = Field(min_length=1, max_length=120)
+    name: Name
     organization: str | None = Field(
         None, description="Slug or id; optional when the caller has one organization."
     )
@@ -161,7 +161,7 @@ class ApiKeyCreatedOut(ApiKeyOut):
 
 
 class ApiKeyIn(InputSchema):
-    name: str = Field(min_length=1, max_length=120)
+    name: Name
     scopes: list[str] = Field(min_length=1)
     project_id: UUID | None = None
     expires_at: datetime | None = Field(None, description="ISO 8601; a time without an offset is UTC.")

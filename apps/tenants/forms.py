@@ -1,11 +1,20 @@
 from django import forms
+from django.core.exceptions import ValidationError
 
 from apps.tenants.models import Methodology, Project
 from apps.tenants.roles import API_KEY_SCOPES, ROLE_ORDER
+from memorysaas.schemas import single_line
+
+
+def _one_line(value: str) -> None:
+    try:
+        single_line(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class ProjectForm(forms.Form):
-    name = forms.CharField(max_length=120)
+    name = forms.CharField(max_length=120, validators=[_one_line])
     description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 3}))
     methodology = forms.ChoiceField(choices=Methodology.choices, initial=Methodology.NATIVE)
 
@@ -20,7 +29,7 @@ class RoleForm(forms.Form):
 
 
 class ApiKeyForm(forms.Form):
-    name = forms.CharField(max_length=120)
+    name = forms.CharField(max_length=120, validators=[_one_line])
     scopes = forms.MultipleChoiceField(
         choices=[(s, s) for s in API_KEY_SCOPES],
         widget=forms.CheckboxSelectMultiple,

@@ -115,3 +115,16 @@ def test_a_multipart_body_without_a_boundary_is_a_400_envelope(alice, api_client
         **client.headers,
     )
     assert_envelope(response, 400)
+
+
+@pytest.mark.parametrize("name", ["Billing\nService", "\x1b[31mred", "bell\x07"])
+def test_a_name_with_control_characters_is_a_422_in_the_api_and_the_dashboard(alice, api_client, name):
+    before = Project.objects.count()
+    assert_envelope(api_client(alice.key).post("projects", {"name": name}), 422)
+    key = {"name": name, "scopes": ["memories:read"]}
+    assert_envelope(api_client(alice.key).post(f"orgs/{alice.org.slug}/api-keys", key), 422)
+    client = Client()
+    client.force_login(alice.user, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.post(f"/o/{alice.org.slug}/projects/new/", {"name": name, "methodology": "native"})
+    assert page.status_code in (200, 422) and "control characters" in page.content.decode()
+    assert Project.objects.count() == before
