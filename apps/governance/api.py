@@ -206,20 +206,24 @@ def disputes_resolve(request, dispute_id: UUID, payload: ResolveIn):
 
 @router.get("/notifications", response=list[NotificationOut])
 def notifications_list(request, filters: Query[NotificationFilters]):
-    """The caller's own notifications (an API key: its acting user's), newest first."""
-    qs = selectors.notifications_for(user=request.auth.user, unread_only=filters.unread)
+    """The caller's own notifications (an API key: its acting user's, within the key's
+    organization or project), newest first."""
+    auth = request.auth
+    qs = selectors.notifications_for(user=auth.user, unread_only=filters.unread, key=auth.api_key)
     return list(qs[: filters.limit])
 
 
 @router.post("/notifications/read", response=ReadOut)
 def notifications_read(request, payload: ReadIn):
-    return {"marked": services.notifications_mark_read(user=request.auth.user, ids=payload.ids)}
+    auth = request.auth
+    return {"marked": services.notifications_mark_read(user=auth.user, ids=payload.ids, key=auth.api_key)}
 
 
 @router.post("/notifications/{notification_id}/read", response=NotificationOut)
 def notification_read(request, notification_id: int):
-    item = selectors.notification_get(user=request.auth.user, notification_id=notification_id)
-    services.notifications_mark_read(user=request.auth.user, ids=[item.pk])
+    auth = request.auth
+    item = selectors.notification_get(user=auth.user, notification_id=notification_id, key=auth.api_key)
+    services.notifications_mark_read(user=auth.user, ids=[item.pk], key=auth.api_key)
     item.read = True
     return item
 

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from apps.governance.models import Dispute, DisputeStatus, Notification
 from apps.memories.models import Memory
-from apps.tenants.models import Project
+from apps.tenants.models import ApiKey, Project
 from apps.tenants.principal import Principal
 from memorysaas.errors import NotFound
 
@@ -49,10 +49,16 @@ def dispute_thread(*, dispute: Dispute):
     return dispute.comments.select_related("author")
 
 
-def notifications_for(*, user, unread_only: bool = False):
+def notifications_for(*, user, unread_only: bool = False, key: ApiKey | None = None):
+    """The user's notifications; through an API key, only those of the key's organization and,
+    for a project key, of that project (a key never reads what its scope does not cover)."""
     if user is None or not user.pk:
         return Notification.objects.none()
     qs = Notification.objects.filter(user=user).select_related("project")
+    if key is not None:
+        qs = qs.filter(organization_id=key.organization_id)
+        if key.project_id is not None:
+            qs = qs.filter(project_id=key.project_id)
     return qs.filter(read=False) if unread_only else qs
 
 
@@ -62,8 +68,8 @@ def notifications_menu(*, user) -> dict:
     return {"unread": unread.count(), "recent": list(unread[:5])}
 
 
-def notification_get(*, user, notification_id: int) -> Notification:
-    item = notifications_for(user=user).filter(pk=notification_id).first()
+def notification_get(*, user, notification_id: int, key: ApiKey | None = None) -> Notification:
+    item = notifications_for(user=user, key=key).filter(pk=notification_id).first()
     if item is None:
         raise NotFound("No such notification.")
     return item

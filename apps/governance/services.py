@@ -8,12 +8,12 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.governance import selectors
 from apps.governance.models import (
     Dispute,
     DisputeComment,
     DisputeStatus,
     EntryKind,
-    Notification,
     ProjectTrust,
     Resolution,
     TrustChange,
@@ -240,9 +240,10 @@ def dispute_resolve(
     return dispute
 
 
-def notifications_mark_read(*, user, ids: list[int] | None = None) -> int:
-    """Mark the user's notifications read: the listed ones, or all when `ids` is None."""
-    qs = Notification.objects.filter(user=user, read=False)
+def notifications_mark_read(*, user, ids: list[int] | None = None, key=None) -> int:
+    """Mark the user's notifications read: the listed ones, or all when `ids` is None (through
+    an API key, only within the key's organization or project)."""
+    qs = selectors.notifications_for(user=user, unread_only=True, key=key)
     if ids is not None:
         qs = qs.filter(pk__in=ids)
     return qs.update(read=True)

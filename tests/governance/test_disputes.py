@@ -293,3 +293,40 @@ def test_a_personal_memory_cannot_be_disputed_and_no_steward_hears_of_it(api_cli
     personal.refresh_from_db()
     assert not personal.disputed and not Dispute.objects.exists() and not Notification.objects.exists()
     assert not [m for m in mail.outbox if "--force" in m.body]
+
+
+def test_an_api_key_reads_and_marks_only_the_notifications_its_scope_covers(
+    api_client, alice, org_b, project_a
+):
+    """A key acts as its creator, but only within its organization (and project, for a project
+    key): the creator's notifications from another organization or project stay out of reach."""
+    from apps.tenants import services as tenant_services
+    from apps.tenants.principal import Principal
+    from tests.factories import MembershipFactory, ProjectFactory
+
+    MembershipFactory(organization=org_b, user=alice.user, role=Role.OWNER)
+    other_project = ProjectFactory(organization=alice.org, name="Other", slug="other")
+    elsewhere = Notification.objects.create(organization=org_b, user=alice.user, kind="x", title="Borg")
+    sibling = Notification.objects.create(
+        organization=alice.org, project=other_project, user=alice.user, kind="x", title="Other"
+    )
+    Notification.objects.create(
+        organization=alice.org, project=project_a, user=alice.user, kind="x", title="Here"
+    )
+    _, project_key = tenant_services.api_key_create(
+        organization=alice.org,
+        actor=Principal(user=alice.user, roles={alice.org.id: Role.OWNER}),
+        name="project key",
+        scopes=["memories:read"],
+        project=project_a,
+        check_permission=False,
+    )
+    org_client, project_client = api_client(alice.key), api_client(project_key)
+    assert {n["title"] for n in org_client.get("notifications").json()} == {"Other", "Here"}
+    assert [n["title"] for n in project_client.get("notifications").json()] == ["Here"]
+    for client, item in ((org_client, elsewhere), (project_client, sibling)):
+        assert client.post(f"notifications/{item.pk}/read", {}).status_code == 404
+        assert client.post("notifications/read", {"ids": [item.pk]}).json() == {"marked": 0}
+    assert project_client.post("notifications/read", {}).json() == {"marked": 1}
+    assert org_client.post("notifications/read", {}).json() == {"marked": 1}
+    assert Notification.objects.get(pk=elsewhere.pk).read is False
