@@ -8,22 +8,52 @@ from typing import Annotated, Any
 from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+# How deep a request's JSON may nest. Real payloads (a tool call's arguments, a recipe's steps)
+# stay within a handful of levels; a deeper one is refused before anything walks it, since
+# every walker (the NUL check, the secret scanner) would otherwise meet Python's recursion limit.
+MAX_DEPTH = 64
+
+
+def _walk(value: Any, path: str = ""):
+    """Every (path, depth, item) in a JSON-like value, keys included, without recursion."""
+    stack = [(path, 1, value)]
+    while stack:
+        where, depth, item = stack.pop()
+        yield where, depth, item
+        if isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                children.append((where, depth, key))
+                children.append((f"{where}.{key}" if where else str(key), depth + 1, child))
+            stack.extend(reversed(children))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed([(f"{where}[{i}]", depth + 1, child) for i, child in enumerate(item)]))
+
 
 def find_nul(value: Any, path: str = "") -> str | None:
     """Where in `value` a NUL character is (a dotted path), if anywhere."""
-    if isinstance(value, str):
-        return path or "body" if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = find_nul(key, path) or find_nul(item, f"{path}.{key}" if path else str(key))
-            if found:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            found = find_nul(item, f"{path}[{index}]")
-            if found:
-                return found
+    for where, _, item in _walk(value, path):
+        if isinstance(item, str) and "\x00" in item:
+            return where or "body"
     return None
+
+
+def find_too_deep(value: Any, path: str = "", limit: int = MAX_DEPTH) -> str | None:
+    """Where `value` nests deeper than `limit` levels, if anywhere."""
+    for where, depth, _ in _walk(value, path):
+        if depth > limit:
+            return where or "body"
+    return None
+
+
+def refuse_unstorable(data: Any, path: str = "") -> None:
+    """A ValueError naming where `data` holds a NUL or nests too deep."""
+    where = find_too_deep(data, path)
+    if where:
+        raise ValueError(f"{where} nests deeper than {MAX_DEPTH} levels")
+    where = find_nul(data, path)
+    if where:
+        raise ValueError(f"{where} contains a NUL (\\u0000) character, which cannot be stored")
 
 
 def single_line(value: str) -> str:
@@ -37,17 +67,15 @@ Name = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(single
 
 
 class InputSchema(Schema):
-    """Request bodies refuse fields they do not know (a typo is a 422, not a silent no-op) and
-    NUL characters, which PostgreSQL text cannot store."""
+    """Request bodies refuse fields they do not know (a typo is a 422, not a silent no-op), NUL
+    characters, which PostgreSQL text cannot store, and JSON nested deeper than MAX_DEPTH."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul_characters(cls, data: Any) -> Any:
-        where = find_nul(data)
-        if where:
-            raise ValueError(f"{where} contains a NUL (\\u0000) character, which cannot be stored")
+    def _storable(cls, data: Any) -> Any:
+        refuse_unstorable(data)
         return data
 
 

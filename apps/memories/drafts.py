@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from apps.memories.kinds import RelationKind, Scope, Source, normalize_type
 from apps.memories.payloads import PayloadError, validate_payload
-from memorysaas.schemas import find_nul
+from memorysaas.schemas import refuse_unstorable
 
 MAX_CONTENT_CHARS = 4000
 # A century: longer is "never decays" in all but name (leave it unset, or pin), and three of it
@@ -97,10 +97,8 @@ class MemoryDraft(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def no_nul_characters(cls, data: Any) -> Any:
-        where = find_nul(data)  # (every writer, not only the API, builds a draft)
-        if where:
-            raise ValueError(f"{where} contains a NUL (\\u0000) character, which cannot be stored")
+    def storable(cls, data: Any) -> Any:
+        refuse_unstorable(data)  # (every writer, not only the API, builds a draft)
         return data
 
     @field_validator("type")

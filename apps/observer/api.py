@@ -16,7 +16,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import ApiError, error_response
-from memorysaas.schemas import InputSchema, OutputSchema, find_nul
+from memorysaas.schemas import MAX_DEPTH, InputSchema, OutputSchema, find_nul, find_too_deep
 
 router = Router(tags=["observer"])
 MAX_EVENTS = 1000
@@ -70,6 +70,13 @@ class EventIn(BaseModel):
     files: list[str] | None = Field(None, max_length=1000)
     phase: str | None = Field(None, max_length=60)
     ts: str | None = Field(None, max_length=40)
+
+    @field_validator("args")
+    @classmethod
+    def _shallow(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and (where := find_too_deep(value, "args")):
+            raise ValueError(f"{where} nests deeper than {MAX_DEPTH} levels")
+        return value
 
     @field_validator("ts")
     @classmethod

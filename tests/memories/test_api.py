@@ -269,3 +269,31 @@ def test_patch_refuses_null_for_fields_that_cannot_be_null(alice, api_client):
         api_client(alice.key).patch(f"memories/{memory.id}", {"decay_half_life_days": None}).status_code
         == 200
     )
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {"leaf": "x"}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+def test_json_nested_past_the_depth_limit_is_a_422_naming_where(alice, api_client):
+    """Every walker of a payload (the NUL check, the secret scanner) recursed: a payload 500 levels
+    deep hit Python's recursion limit and answered 500."""
+    from apps.memories.models import Memory
+    from memorysaas.schemas import MAX_DEPTH
+
+    client = api_client(alice.key)
+    draft = {"type": "gotcha", "content": "Deep payloads are refused."}
+    response = client.post(f"projects/{alice.project.id}/memories", {**draft, "payload": _nested(500)})
+    assert response.status_code == 422, response.content
+    assert f"deeper than {MAX_DEPTH} levels" in str(response.json()["error"])
+    assert not Memory.objects.exists()
+    created = client.post(
+        f"projects/{alice.project.id}/memories", {**draft, "payload": _nested(MAX_DEPTH - 2)}
+    )
+    assert created.status_code == 201, created.content
+    patched = client.patch(f"memories/{created.json()['id']}", {"payload": _nested(900)})
+    assert patched.status_code == 422
+    assert Memory.objects.get().version == 1

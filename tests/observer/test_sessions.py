@@ -707,3 +707,15 @@ def test_candidates_are_scanned_for_secrets_before_they_are_embedded(agent, monk
     assert embedded and not any(key in text for text in embedded)
     assert any("[REDACTED:" in text for text in embedded)
     assert key not in memory.content and memory.secrets_redacted
+
+
+def test_tool_arguments_nested_past_the_depth_limit_are_a_422_and_store_nothing(agent):
+    """The secret scanner walks the arguments recursively: 500 levels answered 500."""
+    args: dict = {"path": "a.py"}
+    for _ in range(500):
+        args = {"k": args}
+    session = agent.open()
+    events = [{"seq": 1, "type": "tool_call", "tool": "Read", "args": args}]
+    response = agent.client.post(f"sessions/{session['id']}/events", {"events": events})
+    assert response.status_code == 422 and "deeper than" in str(response.json()["error"])
+    assert Session.objects.get(id=session["id"]).event_count == 0
