@@ -44,6 +44,7 @@ from apps.graph.models import (
 from apps.graph.resolve import Resolver
 from apps.memories.codetokens import split_parts
 from apps.tenants.models import Project
+from memorysaas.locks import hold_until_commit
 from memorysaas.realtime import publish
 
 logger = logging.getLogger(__name__)
@@ -322,8 +323,7 @@ def _one_writer(project: Project) -> None:
     """Until this transaction ends, no other index of the project's graph runs: a second waits
     for the first, then reads what it wrote (two at once inserted the same nodes, and one failed
     with its files lost)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"graph:{project.id}"])
+    hold_until_commit(f"graph:{project.id}")
 
 
 def _reserve_ids(count: int, using: BaseDatabaseWrapper = connection) -> list[int]:

@@ -24,6 +24,8 @@ class MemoryChange(models.Model):
     owner_id = models.BigIntegerField(null=True)
     # Ever project/team/org scope: only then may others' replicas hold it and need its delete.
     ever_shared = models.BooleanField()
+    # Ever team/org scope: then replicas of other projects may hold it too.
+    ever_wide = models.BooleanField(default=False)
     version = models.PositiveIntegerField()
     deleted = models.BooleanField(default=False)
 
@@ -40,6 +42,8 @@ class PushRef(models.Model):
 
     api_key = models.ForeignKey("tenants.ApiKey", on_delete=models.CASCADE, null=True, related_name="+")
     user = models.ForeignKey("tenants.User", on_delete=models.CASCADE, null=True, related_name="+")
+    # A device names its memories per project: one ref in two projects is two memories.
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE, related_name="+")
     ref = models.CharField(max_length=100)
     memory = models.ForeignKey("memories.Memory", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -47,7 +51,7 @@ class PushRef(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["api_key", "user", "ref"], name="pushref_unique", nulls_distinct=False
+                fields=["api_key", "user", "project", "ref"], name="pushref_unique", nulls_distinct=False
             )
         ]
 

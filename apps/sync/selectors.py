@@ -86,12 +86,12 @@ HORIZON = """
 
 def _feed_rows(
     organization_id: UUID, after: Cursor, limit: int
-) -> list[tuple[UUID, int, int, bool, UUID, str]]:
+) -> list[tuple[UUID, int, int, bool, UUID, bool, bool, int | None]]:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             WITH horizon AS MATERIALIZED ({HORIZON})
-            SELECT memory_id, change.xid::text::bigint, seq, deleted, project_id, scope, ever_shared,
+            SELECT memory_id, change.xid::text::bigint, seq, deleted, project_id, ever_shared, ever_wide,
                    owner_id
             FROM sync_memorychange AS change, horizon
             WHERE organization_id = %s
@@ -118,15 +118,16 @@ def changes_since(*, principal: Principal, project: Project, cursor: Cursor, lim
     }
     pull = Pull(cursor=cursor, has_more=has_more)
     user_id = principal.user.pk if principal.user is not None else None
-    for memory_id, xid, seq, deleted, project_id, scope, ever_shared, owner_id in rows:
+    for memory_id, xid, seq, deleted, project_id, ever_shared, ever_wide, owner_id in rows:
         pull.cursor = Cursor(xid, seq)
         if not deleted and memory_id in visible:
             pull.changes.append({"op": "upsert", "memory": memory_payload(visible[memory_id])})
         elif (
             project_id == project.id and (ever_shared or (owner_id is not None and owner_id == user_id))
-        ) or (ever_shared and scope in ("team", "org")):
-            # Gone, or no longer for this principal (made personal by its owner): the replica
-            # drops it. Only memories this replica may have held are named: this project's shared
-            # ones and the principal's own, team and org ones.
+        ) or ever_wide:
+            # Gone, or no longer for this principal (made personal by its owner, narrowed to its
+            # own project): the replica drops it. Only memories this replica may have held are
+            # named: this project's shared ones and the principal's own, and those ever of team or
+            # org scope (whatever their scope now).
             pull.changes.append({"op": "delete", "id": str(memory_id)})
     return pull

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from annotated_types import MaxLen
 from django.db import transaction
 from django.utils import timezone
 
+from apps.memories.drafts import MemoryDraft
 from apps.memories.models import Memory, MemoryVersion
 from apps.memories.selectors import steward_fields
 from apps.memories.services import memory_create, memory_delete, memory_locked, memory_update
@@ -23,10 +25,16 @@ from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
+from memorysaas.locks import hold_until_commit
 
 UNION_FIELDS = ("tags", "related_files", "related_modules")
 # Fields whose value at each version the history keeps, so a three-way merge is possible.
 HISTORY_FIELDS = ("content", "type", "confidence", "tags", "related_files")
+
+
+def _max_items(name: str) -> int:
+    """How many entries a memory's list field holds at most (the draft's limit)."""
+    return next(m.max_length for m in MemoryDraft.model_fields[name].metadata if isinstance(m, MaxLen))
 
 
 def _result(status: str, **fields: Any) -> dict[str, Any]:
@@ -48,7 +56,11 @@ def merge(memory: Memory, base_version: int, fields: dict[str, Any]) -> tuple[di
     for name, mine in fields.items():
         theirs = getattr(memory, name)
         if name in UNION_FIELDS:
-            changes[name] = list(dict.fromkeys([*theirs, *mine]))
+            union = list(dict.fromkeys([*theirs, *mine]))
+            if len(union) > _max_items(name):
+                conflicts.append(name)  # both sides added: together, more than a memory holds
+            else:
+                changes[name] = union
         elif mine == theirs:
             continue
         elif name in base and base[name] == theirs:
@@ -59,16 +71,21 @@ def merge(memory: Memory, base_version: int, fields: dict[str, Any]) -> tuple[di
 
 
 def _create(project: Project, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
-    ref, key_id = change["ref"], actor.api_key.id if actor.api_key else None
-    known = PushRef.objects.filter(
-        api_key_id=key_id, user_id=actor.user.pk if actor.user else None, ref=ref
-    ).first()
+    ref = change["ref"]
+    owner = {
+        "api_key_id": actor.api_key.id if actor.api_key else None,
+        "user_id": actor.user.pk if actor.user else None,
+        "project": project,
+        "ref": ref,
+    }
+    # Two pushes of one new ref at once (a retry racing the original) would both find no ref
+    # and both create: the second waits here for the first to commit, then finds its memory.
+    hold_until_commit(f"pushref:{owner['api_key_id']}:{owner['user_id']}:{project.id}:{ref}")
+    known = PushRef.objects.filter(**owner).select_related("memory").first()
     if known is not None:
         return _result("applied", ref=ref, id=str(known.memory_id), version=known.memory.version)
     memory = memory_create(project=project, actor=actor, draft=change["memory"])
-    PushRef.objects.create(
-        api_key_id=key_id, user_id=actor.user.pk if actor.user else None, ref=ref, memory=memory
-    )
+    PushRef.objects.create(**owner, memory=memory)
     return _result("applied", ref=ref, id=str(memory.id), version=memory.version)
 
 

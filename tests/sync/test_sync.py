@@ -444,3 +444,77 @@ def test_changes_in_another_project_are_not_even_named(alice, api_client):
     elsewhere = make_memory(alice, project=other, content="Only for the other project.", type="gotcha")
     memory_delete(memory=Memory.objects.get(id=elsewhere.id), actor=alice.principal)
     assert pull(client, alice.project, cursor)["changes"] == []
+
+
+def test_one_ref_in_two_projects_makes_two_memories(alice, api_client):
+    """A ref names a memory within its project: the same ref pushed to another project answered
+    with the first project's memory and created nothing there."""
+    from tests.factories import ProjectFactory
+
+    other = ProjectFactory(organization=alice.org, name="Other", slug="other")
+    client = api_client(alice.key)
+    create = {"op": "create", "ref": "note-1", "memory": {"type": "gotcha", "content": "Per project."}}
+    here = push(client, alice.project, [create])["results"][0]
+    there = push(client, other, [create])["results"][0]
+    assert here["id"] != there["id"]
+    assert Memory.objects.get(id=there["id"]).project_id == other.id
+    assert push(client, other, [create])["results"][0]["id"] == there["id"]
+
+
+def test_two_pushes_of_one_new_ref_at_once_create_it_once(alice, api_client):
+    """A retry racing the original: the second push found no ref (the first had not committed),
+    created a second memory, then failed on the ref's unique constraint with a 500."""
+    from apps.memories.drafts import MemoryDraft
+    from apps.sync.services import push_apply
+
+    draft = {"type": "gotcha", "content": "Pushed twice."}
+    create = {"op": "create", "ref": "race-1", "memory": draft}
+    with transaction.atomic():
+        (first,) = push_apply(
+            project=alice.project,
+            actor=Principal.for_api_key(alice.api_key),
+            changes=[{**create, "memory": MemoryDraft.model_validate(draft)}],
+            memories={},
+        )
+        retry = Worker(lambda: push(api_client(alice.key), alice.project, [create])["results"])
+        wait_until_another_session_waits_for_a_lock()
+    (second,) = retry.finish()
+    assert second == first
+    assert Memory.objects.filter(content="Pushed twice.").count() == 1
+
+
+def test_a_stale_edit_whose_merged_tags_overflow_is_a_conflict_and_the_rest_applies(alice, api_client):
+    """Both sides added tags, together more than a memory holds: the whole push was a 422 and the
+    device's outbox never drained."""
+    memory = make_memory(alice, content="Tagged on both sides.", type="gotcha")
+    server_tags = [f"server-{n}" for n in range(20)]
+    memory_update(
+        memory=Memory.objects.get(id=memory.id), actor=alice.principal, changes={"tags": server_tags}
+    )
+    changes = [
+        {
+            "op": "update",
+            "id": str(memory.id),
+            "base_version": 1,
+            "fields": {"tags": [f"d-{n}" for n in range(20)]},
+        },
+        {"op": "create", "ref": "after-1", "memory": {"type": "gotcha", "content": "Still applied."}},
+    ]
+    results = push(api_client(alice.key), alice.project, changes)["results"]
+    assert [r["status"] for r in results] == ["conflict", "applied"]
+    assert results[0]["conflicts"] == ["tags"] and results[0]["server"]["tags"] == server_tags
+    assert Memory.objects.get(id=memory.id).tags == server_tags
+
+
+def test_an_org_memory_narrowed_to_its_project_is_deleted_from_other_projects_replicas(alice, api_client):
+    from tests.factories import ProjectFactory
+
+    other = ProjectFactory(organization=alice.org, name="Other", slug="other")
+    memory = make_memory(alice, project=other, content="Org-wide at first.", type="gotcha", scope="org")
+    client = api_client(alice.key)
+    got = pull(client, alice.project)
+    assert [c["memory"]["id"] for c in got["changes"]] == [str(memory.id)]
+    memory_update(
+        memory=Memory.objects.get(id=memory.id), actor=alice.principal, changes={"scope": "project"}
+    )
+    assert pull(client, alice.project, got["cursor"])["changes"] == [{"op": "delete", "id": str(memory.id)}]
