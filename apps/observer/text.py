@@ -45,7 +45,7 @@ DEAD_END = re.compile(
 )
 
 # Dex: `MEMORY:<type>:<text>` lines in reasoning are explicit memories.
-MEMORY_LINE = re.compile(r"^\s*MEMORY:([a-z_]+):\s*(.+?)\s*$", re.MULTILINE)
+MEMORY_LINE = re.compile(r"^[^\S\n]*MEMORY:([a-z_]+):[^\S\n]*(\S.*?)[^\S\n]*$", re.MULTILINE)
 
 _USER_PATH = re.compile(r"(?:/(?:Users|home)/[^/\s]+|[A-Za-z]:\\Users\\[^\\\s]+)")
 _ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.@+-]+/)+")

@@ -307,6 +307,13 @@ def test_dead_end_language_and_memory_lines_and_private_spans():
     assert T.strip_private("key is <private>sk-123</private> ok") == "key is [private] ok"
 
 
+def test_an_empty_memory_line_is_no_memory_and_never_takes_the_next_line():
+    """`\\s*` after the type crossed the newline: an empty `MEMORY:gotcha:` stored the line
+    after it (here, an ordinary remark) as a gotcha."""
+    text = "MEMORY:gotcha:\r\nI will look at the tests next.\r\n  MEMORY:decision:   Keep the cache.  \r\n"
+    assert T.MEMORY_LINE.findall(text) == [("decision", "Keep the cache.")]
+
+
 def test_seq_is_accepted_once_in_any_order():
     pad = Scratchpad()
     assert [pad.accept(s) for s in (1, 3, 2, 3, 1, 4)] == [True, True, True, False, False, True]
