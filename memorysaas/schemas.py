@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from memorysaas.jsontypes import JsonTyped
+
 # How deep a request's JSON may nest. Real payloads (a tool call's arguments, a recipe's steps)
 # stay within a handful of levels; a deeper one is refused before anything walks it, since
 # every walker (the NUL check, the secret scanner) would otherwise meet Python's recursion limit.
@@ -66,9 +68,10 @@ def single_line(value: str) -> str:
 Name = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(single_line)]
 
 
-class InputSchema(Schema):
+class InputSchema(Schema, JsonTyped):
     """Request bodies refuse fields they do not know (a typo is a 422, not a silent no-op), NUL
-    characters, which PostgreSQL text cannot store, and JSON nested deeper than MAX_DEPTH."""
+    characters, which PostgreSQL text cannot store, and JSON nested deeper than MAX_DEPTH. Numbers
+    and booleans keep their JSON types (`true` is not 1, `"3"` is not 3)."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
@@ -77,6 +80,12 @@ class InputSchema(Schema):
     def _storable(cls, data: Any) -> Any:
         refuse_unstorable(data)
         return data
+
+
+class QuerySchema(InputSchema):
+    """Query parameters: text by nature, so `?limit=5` and `?unread=true` convert."""
+
+    json_types = False
 
 
 class OutputSchema(Schema):

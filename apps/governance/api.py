@@ -15,7 +15,7 @@ from apps.memories.selectors import memory_get
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
-from memorysaas.schemas import InputSchema, OutputSchema
+from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["governance"])
 
@@ -68,7 +68,7 @@ class DisputeDetailOut(DisputeOut):
         return list(selectors.dispute_thread(dispute=obj))
 
 
-class DisputeFilters(InputSchema):
+class DisputeFilters(QuerySchema):
     status: DisputeStatus | None = None
 
 
@@ -83,7 +83,7 @@ class NotificationOut(OutputSchema):
     created_at: datetime
 
 
-class NotificationFilters(InputSchema):
+class NotificationFilters(QuerySchema):
     unread: bool = False
     limit: int = Field(50, ge=1, le=200)
 

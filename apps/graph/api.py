@@ -24,7 +24,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from memorysaas.errors import ApiError, Invalid
 from memorysaas.queue import enqueue
-from memorysaas.schemas import InputSchema, OutputSchema
+from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["graph"])
 MAX_BATCH_FILES = 500
@@ -185,7 +185,7 @@ def index_status(request, project_id: UUID):
     return _job_out(IndexJob.objects.filter(project=project).order_by("-created_at", "-id").first())
 
 
-class ImpactQuery(InputSchema):
+class ImpactQuery(QuerySchema):
     target: str = Field(min_length=1, max_length=800, description="`path` or `path:Symbol`")
     depth: int = Field(3, ge=1, le=selectors.MAX_DEPTH)
 
@@ -198,7 +198,7 @@ def impact(request, project_id: UUID, query: Query[ImpactQuery]):
     return selectors.impact(project=project, target=query.target, depth=query.depth)
 
 
-class DependenciesQuery(InputSchema):
+class DependenciesQuery(QuerySchema):
     file: str = Field(min_length=1, max_length=500)
     depth: int = Field(1, ge=1, le=selectors.MAX_DEPTH)
 
@@ -210,7 +210,7 @@ def dependencies(request, project_id: UUID, query: Query[DependenciesQuery]):
     return selectors.dependencies(project=project, file=query.file, depth=query.depth)
 
 
-class NodesQuery(InputSchema):
+class NodesQuery(QuerySchema):
     q: str = Field(min_length=1, max_length=300)
     kind: str | None = Field(None, pattern="^(file|directory|module|class|function|method|interface)$")
     limit: int = Field(20, ge=1, le=100)
@@ -245,7 +245,7 @@ def nodes(request, project_id: UUID, query: Query[NodesQuery]):
     ]
 
 
-class ChunksQuery(InputSchema):
+class ChunksQuery(QuerySchema):
     q: str = Field(min_length=1, max_length=500)
     limit: int = Field(5, ge=1, le=50)
 

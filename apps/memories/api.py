@@ -26,7 +26,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import Invalid
-from memorysaas.schemas import InputSchema, OutputSchema
+from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["memories"])
 
@@ -126,7 +126,7 @@ class MemoryPage(OutputSchema):
     next_cursor: str | None
 
 
-class MemoryFilters(InputSchema):
+class MemoryFilters(QuerySchema):
     type: str | None = Field(None, description="A memory type (or Dex alias).")
     scope: Scope | None = None
     source: MemorySource | None = None

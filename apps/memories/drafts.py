@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from apps.memories.kinds import RelationKind, Scope, Source, normalize_type
 from apps.memories.payloads import PayloadError, validate_payload
+from memorysaas.jsontypes import JsonTyped
 from memorysaas.schemas import refuse_unstorable
 
 MAX_CONTENT_CHARS = 4000
@@ -37,7 +38,7 @@ def clean_paths(paths: list[str]) -> list[str]:
     return list(seen)
 
 
-class WorkUnitRef(BaseModel):
+class WorkUnitRef(JsonTyped):
     model_config = ConfigDict(extra="forbid")
 
     methodology: str = Field("native", max_length=40)
@@ -45,7 +46,7 @@ class WorkUnitRef(BaseModel):
     label: str = Field("", max_length=200)
 
 
-class RelationDraft(BaseModel):
+class RelationDraft(JsonTyped):
     model_config = ConfigDict(extra="forbid")
 
     relation_type: RelationKind
@@ -65,7 +66,7 @@ class RelationDraft(BaseModel):
 _ENTRY_LIMITS = {"tags": 100, "provenance_session_ids": 100, "related_modules": 300, "impacted_node_ids": 300}
 
 
-class MemoryDraft(BaseModel):
+class MemoryDraft(JsonTyped):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)

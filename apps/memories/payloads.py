@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
+
+from memorysaas.jsontypes import JsonTyped
 
 
-class _Payload(BaseModel):
+class _Payload(JsonTyped):
     model_config = ConfigDict(extra="forbid")
 
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Field, Query, Router, Schema, Status
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
 from apps.observer import selectors, services
 from apps.observer.models import Outcome, SessionType
@@ -16,7 +16,8 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import ApiError, error_response
-from memorysaas.schemas import MAX_DEPTH, InputSchema, OutputSchema, find_nul, find_too_deep
+from memorysaas.jsontypes import JsonTyped
+from memorysaas.schemas import MAX_DEPTH, InputSchema, OutputSchema, QuerySchema, find_nul, find_too_deep
 
 router = Router(tags=["observer"])
 MAX_EVENTS = 1000
@@ -41,7 +42,7 @@ _REQUIRED = {
 }
 
 
-class NoteIn(BaseModel):
+class NoteIn(JsonTyped):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     type: str = Field("gotcha", max_length=40)
@@ -49,7 +50,7 @@ class NoteIn(BaseModel):
     related_files: list[str] = Field(default_factory=list, max_length=20)
 
 
-class EventIn(BaseModel):
+class EventIn(JsonTyped):
     """One event. Fields beyond those of its type are refused."""
 
     model_config = ConfigDict(extra="forbid")
@@ -204,7 +205,7 @@ class GitLogOut(OutputSchema):
     edges: int
 
 
-class SessionFilters(InputSchema):
+class SessionFilters(QuerySchema):
     status: str | None = Field(None, max_length=12)
     limit: int = Field(50, ge=1, le=200)
 

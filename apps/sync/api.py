@@ -16,13 +16,13 @@ from apps.sync.feed import BadCursor, Cursor
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from memorysaas.errors import Forbidden, Invalid
-from memorysaas.schemas import InputSchema, OutputSchema
+from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["sync"])
 MAX_PUSH = 500
 
 
-class PullQuery(InputSchema):
+class PullQuery(QuerySchema):
     project_id: UUID
     cursor: str | None = Field(
         None, max_length=200, description="From the previous pull; omit for everything."

@@ -116,6 +116,13 @@ def test_a_level_not_on_offer_is_refused(api_client, alice):
     assert not ProjectTrust.objects.exists()
 
 
+def test_a_level_of_true_is_not_level_one(api_client, alice):
+    """Lax coercion read `{"level": true}` as level 1 and set it."""
+    response = api_client(alice.key).put(f"projects/{alice.project.id}/trust", {"level": True})
+    assert response.status_code == 422 and "valid integer" in str(response.json()["error"])
+    assert not ProjectTrust.objects.exists()
+
+
 def test_trust_page_shows_and_accepts_the_offer(session_client, alice, bob):
     page = f"/o/{alice.org.slug}/p/{alice.project.slug}/trust/"
     client = session_client(alice, enforce_csrf=False)

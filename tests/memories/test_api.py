@@ -297,3 +297,39 @@ def test_json_nested_past_the_depth_limit_is_a_422_naming_where(alice, api_clien
     patched = client.patch(f"memories/{created.json()['id']}", {"payload": _nested(900)})
     assert patched.status_code == 422
     assert Memory.objects.get().version == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("confidence", True, "valid number"),
+        ("confidence", "0.9", "valid number"),
+        ("pinned", "yes", "valid boolean"),
+        ("pinned", 1, "valid boolean"),
+        ("decay_half_life_days", False, "valid"),
+    ],
+)
+def test_numbers_and_booleans_keep_their_json_types(alice, api_client, field, value, says):
+    """Lax coercion stored `true` as confidence 1.0 and `"yes"` as pinned: a client's mistake
+    became something it never said."""
+    from apps.memories.models import Memory
+
+    client = api_client(alice.key)
+    draft = {"type": "gotcha", "content": "Types are kept.", field: value}
+    response = client.post(f"projects/{alice.project.id}/memories", draft)
+    assert response.status_code == 422, response.content
+    details = str(response.json()["error"]["details"])
+    assert field in details and says in details
+    assert not Memory.objects.exists()
+
+
+def test_query_parameters_still_convert_from_text(alice, api_client):
+    from tests.memories.factories import make_memory
+
+    make_memory(alice, confidence=0.9)
+    listed = api_client(alice.key).get(
+        f"projects/{alice.project.id}/memories",
+        {"min_confidence": "0.5", "limit": "5", "needs_review": "false"},
+    )
+    assert listed.status_code == 200, listed.content
+    assert len(listed.json()["items"]) == 1

@@ -719,3 +719,14 @@ def test_tool_arguments_nested_past_the_depth_limit_are_a_422_and_store_nothing(
     response = agent.client.post(f"sessions/{session['id']}/events", {"events": events})
     assert response.status_code == 422 and "deeper than" in str(response.json()["error"])
     assert Session.objects.get(id=session["id"]).event_count == 0
+
+
+def test_an_event_seq_of_true_and_a_validation_passed_of_yes_are_422s(agent):
+    session = agent.open()
+    response = agent.client.post(
+        f"sessions/{session['id']}/events", {"events": [{"seq": True, "type": "reasoning", "text": "x"}]}
+    )
+    assert response.status_code == 422 and "valid integer" in str(response.json()["error"])
+    response = agent.client.post(f"sessions/{session['id']}/validation", {"passed": "yes"})
+    assert response.status_code == 422 and "valid boolean" in str(response.json()["error"])
+    assert Session.objects.get(id=session["id"]).event_count == 0
