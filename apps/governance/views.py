@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apps.governance import selectors, services, trust
 from apps.governance.models import DisputeStatus, Resolution, TrustChange
 from apps.memories.selectors import memory_get
-from apps.tenants.dashboard import project_page
+from apps.tenants.dashboard import posted_text, project_page
 from apps.tenants.roles import Perm
 from memorysaas.errors import ApiError, NotFound
 
@@ -81,7 +81,7 @@ def dispute_new(request, project, memory_id):
     if request.method == "POST":
         try:
             dispute = services.dispute_open(
-                memory=memory, actor=request.principal, reason=request.POST.get("reason", "")
+                memory=memory, actor=request.principal, reason=posted_text(request, "reason")
             )
             messages.success(request, "Dispute opened; the project's stewards were notified.")
             return redirect(_detail_url(project, dispute.id))
@@ -100,7 +100,7 @@ def dispute_new(request, project, memory_id):
 def dispute_comment(request, project, dispute_id):
     dispute = _dispute_in(request, project, dispute_id)
     try:
-        services.dispute_comment(dispute=dispute, actor=request.principal, body=request.POST.get("body", ""))
+        services.dispute_comment(dispute=dispute, actor=request.principal, body=posted_text(request, "body"))
     except ApiError as exc:
         messages.error(request, exc.message)
     return redirect(_detail_url(project, dispute.id))
@@ -111,15 +111,15 @@ def dispute_comment(request, project, dispute_id):
 def dispute_resolve(request, project, dispute_id):
     dispute = _dispute_in(request, project, dispute_id)
     resolution = request.POST.get("resolution", "")
-    content = request.POST.get("content", "").strip()
     try:
         if resolution not in Resolution.values:
             raise ApiError(422, "Choose how to resolve the dispute.")
+        content = posted_text(request, "content").strip()
         services.dispute_resolve(
             dispute=dispute,
             actor=request.principal,
             resolution=resolution,
-            note=request.POST.get("note", ""),
+            note=posted_text(request, "note"),
             changes={"content": content} if resolution == Resolution.UPDATE and content else None,
         )
         messages.success(request, "Dispute resolved.")
@@ -161,7 +161,7 @@ def trust_set(request, project):
             project=project,
             actor=request.principal,
             level=int(request.POST.get("level", "0") or 0),
-            reason=request.POST.get("reason", ""),
+            reason=posted_text(request, "reason"),
         )
         messages.success(request, "Trust level changed.")
     except (ApiError, ValueError) as exc:

@@ -34,7 +34,7 @@ from apps.review.forms import (
     split_list,
 )
 from apps.review.rules_import import Rule, parse_rules, recipe_from_text, steps_text
-from apps.tenants.dashboard import project_page
+from apps.tenants.dashboard import posted_text, project_page
 from apps.tenants.roles import Perm
 from memorysaas.errors import ApiError
 
@@ -245,6 +245,17 @@ def _done(request, project, memory: Memory, message: str, **headers):
     return redirect(_back(request, project, memory))
 
 
+def _refused(request, project, memory: Memory, message: str):
+    """The action changed nothing: the card as it was, or back where it came from, saying why."""
+    if request.htmx:
+        trigger = {"toast": {"target": "body", "value": message}}
+        return _card(
+            request, project, memory.id, extra_headers={"HX-Trigger-After-Settle": json.dumps(trigger)}
+        )
+    messages.error(request, message)
+    return redirect(_back(request, project, memory))
+
+
 @project_page(Perm.MEMORIES_WRITE)
 @require_POST
 def memory_confirm(request, project, memory_id):
@@ -257,12 +268,11 @@ def memory_confirm(request, project, memory_id):
 @require_POST
 def memory_flag(request, project, memory_id):
     memory = _memory(request, project, memory_id)
-    memory_services.memory_feedback(
-        memory=memory,
-        actor=request.principal,
-        kind=FeedbackKind.FLAG,
-        note=request.POST.get("note", "")[:2000],
-    )
+    try:
+        note = posted_text(request, "note")[:2000]
+    except ApiError as exc:
+        return _refused(request, project, memory, exc.message)
+    memory_services.memory_feedback(memory=memory, actor=request.principal, kind=FeedbackKind.FLAG, note=note)
     return _done(
         request, project, memory, "Flagged as wrong: its confidence dropped and it waits for review."
     )
@@ -348,11 +358,15 @@ def memory_delete(request, project, memory_id):
 @require_POST
 def memory_reject(request, project, memory_id):
     memory = _memory(request, project, memory_id)
+    try:
+        note = posted_text(request, "note")[:2000]
+    except ApiError as exc:
+        return _refused(request, project, memory, exc.message)
     result = services.memory_reject(
         memory=memory,
         actor=request.principal,
         may_deprecate=_can(request, project, Perm.MEMORIES_REVIEW),
-        note=request.POST.get("note", "")[:2000],
+        note=note,
     )
     text = {
         "deprecated": "Rejected: agents no longer receive it. Restore brings it back.",

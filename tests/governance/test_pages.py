@@ -80,3 +80,53 @@ def test_notification_page_opens_and_marks_read(session_client, alice, bob, memo
     item.refresh_from_db()
     assert item.read
     assert as_alice.post("/notifications/read/").status_code == 302
+
+
+def test_a_nul_character_in_a_new_dispute_is_shown_back_and_opens_nothing(session_client, alice, memory):
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    response = _client(session_client, alice).post(
+        f"{base}/memories/{memory.id}/dispute/", {"reason": "Wrong\x00 since v2."}
+    )
+    assert response.status_code == 422 and "Null characters are not allowed." in response.content.decode()
+    assert not Dispute.objects.exists()
+    memory.refresh_from_db()
+    assert not memory.disputed
+
+
+@pytest.mark.parametrize(
+    ("action", "fields"),
+    [
+        ("comment", {"body": "Checking\x00."}),
+        ("resolve", {"resolution": "reject", "note": "Still\x00 true."}),
+        ("resolve", {"resolution": "update", "content": "The cache key\x00 has no locale."}),
+    ],
+)
+def test_a_nul_character_in_the_dispute_thread_is_refused_with_a_message(
+    session_client, alice, bob, memory, action, fields
+):
+    from apps.governance import services
+
+    dispute = services.dispute_open(memory=memory, actor=bob.principal, reason="Not since v2.")
+    memory.refresh_from_db()
+    version = memory.version
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    client = _client(session_client, alice)
+    response = client.post(f"{base}/disputes/{dispute.id}/{action}/", fields)
+    assert response.status_code == 302 and response["Location"] == f"{base}/disputes/{dispute.id}/"
+    page = client.get(response["Location"]).content.decode()
+    assert "Null characters are not allowed." in page
+    dispute.refresh_from_db()
+    memory.refresh_from_db()
+    assert dispute.is_open and list(dispute.comments.values_list("kind", flat=True)) == ["opened"]
+    assert memory.content == "The cache key includes the locale." and memory.version == version
+
+
+def test_a_nul_character_in_a_trust_change_reason_changes_nothing(session_client, alice):
+    from apps.governance.models import ProjectTrust, TrustChange
+
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    client = _client(session_client, alice)
+    response = client.post(f"{base}/trust/set/", {"level": "1", "reason": "Careful\x00 now."})
+    assert response.status_code == 302 and response["Location"] == f"{base}/trust/"
+    assert "Null characters are not allowed." in client.get(response["Location"]).content.decode()
+    assert not TrustChange.objects.exists() and not ProjectTrust.objects.exists()

@@ -56,6 +56,20 @@ def test_flag_lowers_confidence_and_asks_for_review(alice, signed_in, base):
     assert MemoryFeedback.objects.get(memory=memory, kind="flag").note == "not since v2"
 
 
+@pytest.mark.parametrize("action", ["flag", "reject"])
+def test_a_note_with_a_nul_character_is_refused_and_changes_nothing(alice, memory, signed_in, base, action):
+    client = signed_in(alice)
+    response = client.post(url(base, memory, action), {"note": "wrong\x00", "next": f"{base}/memories/"})
+    assert response.status_code == 302 and response["Location"] == f"{base}/memories/"
+    assert "Null characters are not allowed." in client.get(response["Location"]).content.decode()
+    htmx = client.post(url(base, memory, action), {"note": "wrong\x00"}, HTTP_HX_REQUEST="true")
+    assert htmx.status_code == 200 and f'id="memory-{memory.id}"' in htmx.content.decode()
+    assert json.loads(htmx["HX-Trigger-After-Settle"])["toast"]["value"] == "Null characters are not allowed."
+    memory.refresh_from_db()
+    assert not MemoryFeedback.objects.filter(memory=memory).exists()
+    assert memory.flag_count == 0 and not memory.deprecated and memory.version == 1
+
+
 def test_correcting_keeps_the_old_text_in_history(alice, memory, signed_in, base):
     client = signed_in(alice)
     form = client.get(url(base, memory, "correct")).content.decode()
