@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.http import Http404
@@ -14,11 +16,22 @@ from apps.tenants import selectors, services
 from apps.tenants.dashboard import _principal, org_page
 from apps.tenants.forms import ApiKeyForm, InvitationForm, ProjectForm, RoleForm
 from apps.tenants.roles import PERMISSION_LABELS, ROLE_ORDER, ROLE_PERMISSIONS, Perm
-from memorysaas.errors import ApiError
+from memorysaas.errors import ApiError, NotFound
 
 
 def project_url(project) -> str:
     return reverse("project_home", args=[project.organization.slug, project.slug])
+
+
+T = TypeVar("T")
+
+
+def _or_404(selector: Callable[..., T], **kwargs: Any) -> T:
+    """What `selector` finds, or the 404 page for an id that is unknown or another organization's."""
+    try:
+        return selector(**kwargs)
+    except NotFound as exc:
+        raise Http404(exc.message) from None
 
 
 def home(request):
@@ -103,7 +116,7 @@ def invite(request, org):
 @org_page(Perm.MEMBERS_MANAGE)
 @require_POST
 def invitation_revoke(request, org, invitation_id):
-    invitation = selectors.invitation_get(organization=org, invitation_id=invitation_id)
+    invitation = _or_404(selectors.invitation_get, organization=org, invitation_id=invitation_id)
     services.invitation_revoke(invitation=invitation, actor=request.principal)
     messages.info(request, f"Invitation to {invitation.email} revoked.")
     return redirect("members", org.slug)
@@ -112,7 +125,7 @@ def invitation_revoke(request, org, invitation_id):
 @org_page(Perm.MEMBERS_MANAGE)
 @require_POST
 def member_role(request, org, membership_id):
-    membership = selectors.membership_get(organization=org, membership_id=membership_id)
+    membership = _or_404(selectors.membership_get, organization=org, membership_id=membership_id)
     form = RoleForm(request.POST)
     if form.is_valid():
         try:
@@ -128,7 +141,7 @@ def member_role(request, org, membership_id):
 @org_page()
 @require_POST
 def member_remove(request, org, membership_id):
-    membership = selectors.membership_get(organization=org, membership_id=membership_id)
+    membership = _or_404(selectors.membership_get, organization=org, membership_id=membership_id)
     try:
         services.membership_remove(membership=membership, actor=request.principal)
     except ApiError as exc:
@@ -213,7 +226,7 @@ def api_key_create(request, org):
 @org_page(Perm.ADMIN)
 @require_POST
 def api_key_revoke(request, org, key_id):
-    api_key = selectors.api_key_get(principal=request.principal, organization=org, key_id=key_id)
+    api_key = _or_404(selectors.api_key_get, principal=request.principal, organization=org, key_id=key_id)
     services.api_key_revoke(api_key=api_key, actor=request.principal)
     if request.htmx:
         return render(request, "tenants/_api_key_row.html", {"key": api_key, "org": org})

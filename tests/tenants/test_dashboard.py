@@ -199,3 +199,34 @@ def test_an_invitation_link_opened_signed_out_says_what_it_is_and_comes_back_aft
     assert f"/accounts/login/?next=/invitations/{token}/" in body and "/accounts/signup/?next=" in body
     assert Client().post(f"/invitations/{token}/").status_code == 200  # nothing accepted signed out
     assert not Membership.objects.filter(user__email="erin@acme.test").exists()
+
+
+@pytest.fixture
+def charlies_ids(charlie) -> dict[str, str]:
+    """Ids of charlie's invitation, membership and API key: org B's, unknown in org A."""
+    from apps.tenants import services
+
+    invitation, _token = services.invitation_create(
+        organization=charlie.org, actor=charlie.principal, email="dan@borg.test", role="member"
+    )
+    membership = Membership.objects.get(user=charlie.user, organization=charlie.org)
+    return {"invitation": str(invitation.id), "member": str(membership.pk), "key": str(charlie.api_key.id)}
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "unknown"),
+    [
+        ("invitations/{id}/revoke/", "invitation", "00000000-0000-4000-8000-000000000000"),
+        ("members/{id}/role/", "member", "999999"),
+        ("members/{id}/remove/", "member", "999999"),
+        ("api-keys/{id}/revoke/", "key", "00000000-0000-4000-8000-000000000000"),
+    ],
+)
+def test_an_unknown_or_another_orgs_id_is_404_and_changes_nothing(alice, charlies_ids, path, kind, unknown):
+    client = signed_in(alice)
+    for target in (unknown, charlies_ids[kind]):
+        response = client.post(f"/o/{alice.org.slug}/{path.format(id=target)}", {"role": "member"})
+        assert response.status_code == 404, (path, target)
+    assert Invitation.objects.get(id=charlies_ids["invitation"]).is_pending
+    assert Membership.objects.get(pk=charlies_ids["member"]).role == Role.OWNER
+    assert ApiKey.objects.get(id=charlies_ids["key"]).revoked_at is None
