@@ -153,7 +153,9 @@ class RecipeForm(forms.Form):
     steps = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}),
         label="Steps",
-        help_text="One step per line. Point at code with “@ path/to/file.py:42” at the end of a step.",
+        help_text="One step per line. Point at code with “@ path/to/file.py:42” at the end of a step. "
+        "A step in braces holds what one line cannot (several lines, an @ naming no file): "
+        "edit the text inside its quotes.",
     )
     content = forms.CharField(
         required=False,

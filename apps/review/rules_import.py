@@ -9,8 +9,13 @@ person importing sees and can change every type in a preview before anything is 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from apps.memories.payloads import RecipeStep
 
 MAX_RULES = 200
 MAX_RULE_CHARS = 4000
@@ -33,6 +38,8 @@ _INSIGHT_HEADING = re.compile(
 )
 _STEP_TAIL = re.compile(r"^(?P<text>.*?)\s+@\s+(?P<file>[^\s:]+)(?::(?P<line>\d+))?\s*$")
 _STEP_NUMBER = re.compile(r"^\s*(?:\d+[.)]|[-*+])(?:\s+|$)")
+# Line breaks `str.splitlines` knows that JSON leaves unescaped: a step's JSON stays one line.
+_JSON_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 # First match wins; each pattern is matched against the rule's lower-cased text.
 _TYPE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -76,34 +83,61 @@ def mentioned_files(text: str, limit: int = 20) -> list[str]:
 
 
 def parse_steps(text: str) -> list[dict]:
-    """Recipe steps from lines like `Run the migrations @ manage.py:12` (numbering optional)."""
+    """Recipe steps from lines like `Run the migrations @ manage.py:12` (numbering optional), or
+    a step's JSON where `steps_text` wrote one."""
     steps = []
     for raw in text.splitlines():
-        line = _STEP_NUMBER.sub("", raw).strip()
-        if not line:
-            continue
-        step: dict = {"order": len(steps) + 1, "description": line[:MAX_STEP_CHARS]}
-        tail = _STEP_TAIL.match(line)
-        if tail:
-            step["description"] = tail.group("text").strip()[:MAX_STEP_CHARS]
-            step["canonical_file"] = tail.group("file")
-            if tail.group("line"):
-                step["canonical_line"] = int(tail.group("line"))
-        steps.append(step)
+        step = _step_from_line(raw, order=len(steps) + 1)
+        if step is not None:
+            steps.append(step)
     return steps
 
 
+def _step_from_line(raw: str, *, order: int) -> dict | None:
+    exact = _step_from_json(raw.strip())
+    if exact is not None:
+        return exact
+    line = _STEP_NUMBER.sub("", raw).strip()
+    if not line:
+        return None
+    step: dict = {"order": order, "description": line[:MAX_STEP_CHARS]}
+    tail = _STEP_TAIL.match(line)
+    if tail:
+        step["description"] = tail.group("text").strip()[:MAX_STEP_CHARS]
+        step["canonical_file"] = tail.group("file")
+        if tail.group("line"):
+            step["canonical_line"] = int(tail.group("line"))
+    return step
+
+
+def _step_from_json(line: str) -> dict | None:
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    try:
+        return RecipeStep.model_validate_json(line).model_dump(exclude_none=True)
+    except ValidationError:
+        return None  # braces in a step's own words
+
+
 def steps_text(steps: list[dict]) -> str:
-    """The editable form of recipe steps: one per line, `@ file:line` when a step names one."""
-    lines = []
-    for step in sorted(steps, key=lambda s: s.get("order", 0)):
-        line = step.get("description", "")
-        if step.get("canonical_file"):
-            line += f" @ {step['canonical_file']}"
-            if step.get("canonical_line"):
-                line += f":{step['canonical_line']}"
-        lines.append(line)
-    return "\n".join(lines)
+    """The editable form of recipe steps, which `parse_steps` reads back to the same steps: one a
+    line, `@ file:line` when a step names one, numbered when its words start like a number, and
+    as the step's JSON when no plain line holds it (several lines, an `@` naming no file, edge
+    spaces, an order out of sequence)."""
+    return "\n".join(_step_line(step, order=position) for position, step in enumerate(steps, start=1))
+
+
+def _step_line(step: dict, *, order: int) -> str:
+    plain = step.get("description", "")
+    if step.get("canonical_file"):
+        plain += f" @ {step['canonical_file']}"
+        if step.get("canonical_line"):
+            plain += f":{step['canonical_line']}"
+    exact = json.dumps(step, ensure_ascii=False).translate(_JSON_LINE_BREAKS)
+    for line in (plain, f"{order}. {plain}", exact):
+        if line.splitlines() == [line] and _step_from_line(line, order=order) == step:
+            return line
+    return plain
 
 
 def _clean(text: str) -> str:

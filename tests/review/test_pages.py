@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from html import unescape
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -98,6 +101,48 @@ def test_a_recipe_is_added_viewed_and_edited_by_hand(alice, signed_in, base):
     assert [s["description"] for s in recipe.payload["steps"]] == ["Add the schema", "Register the route"]
     assert recipe.payload["success_count"] == 4 and recipe.content == "Endpoints: schema then route."
     assert MemoryVersion.objects.filter(memory=recipe, change="edited").exists()
+
+
+def _posted_form(html: str) -> dict[str, str]:
+    """What a browser sends back from an untouched form: its text inputs and textareas, with the
+    textarea's first newline dropped and its line breaks sent as CRLF."""
+    fields = {
+        name: unescape(value)
+        for name, value in re.findall(r'<input type="text" name="(\w+)" value="([^"]*)"', html)
+    }
+    for name, value in re.findall(r'<textarea name="(\w+)"[^>]*>(.*?)</textarea>', html, re.S):
+        fields[name] = unescape(value.removeprefix("\n")).replace("\n", "\r\n")
+    return fields
+
+
+def test_saving_a_recipe_unchanged_keeps_every_step(alice, signed_in, base):
+    steps = [
+        {"order": 1, "description": "Ping @ team"},
+        {"order": 2, "description": "Run the migrations\nthen restart the worker"},
+        {
+            "order": 3,
+            "description": "2. Tag the release",
+            "canonical_file": "RELEASE.md",
+            "canonical_line": 4,
+        },
+        {"order": 4, "description": "Open <settings> & check"},
+        {"order": 5, "description": "Edit it", "canonical_line": 12},
+    ]
+    recipe = make_memory(
+        alice,
+        type="workflow_recipe",
+        content="How to ship a release.",
+        tags=["release"],
+        payload={"task_pattern": "Ship a release", "steps": steps},
+    )
+    client = signed_in(alice)
+    form = _posted_form(client.get(f"{base}/recipes/{recipe.id}/edit/").content.decode())
+    assert set(form) == {"task_pattern", "steps", "content", "tags"}
+    response = client.post(f"{base}/recipes/{recipe.id}/edit/", form)
+    assert response.status_code == 302
+    recipe.refresh_from_db()
+    assert recipe.payload["steps"] == steps and recipe.payload["task_pattern"] == "Ship a release"
+    assert recipe.content == "How to ship a release." and recipe.tags == ["release"]
 
 
 def test_a_recipe_without_steps_is_refused(alice, signed_in, base):

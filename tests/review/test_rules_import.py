@@ -1,5 +1,10 @@
 """Parsing CLAUDE.md / AGENTS.md / .cursorrules into typed rules (pure)."""
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apps.memories.payloads import validate_payload
 from apps.review.rules_import import (
     guess_type,
     mentioned_files,
@@ -91,6 +96,61 @@ def test_steps_round_trip_through_their_text_form():
     ]
     assert parse_steps(steps_text(steps)) == steps
     assert recipe_from_text("Ship it\n1. Tag\n2. Push") == ("Ship it", parse_steps("Tag\nPush"))
+
+
+TRICKY_STEPS = [
+    [{"order": 1, "description": "Tell the team"}, {"order": 2, "description": "Ping @ team"}],
+    [{"order": 1, "description": "Run the migrations\nthen restart the worker"}],
+    [{"order": 1, "description": "2. Tag the release"}, {"order": 2, "description": "- not a bullet"}],
+    [{"order": 1, "description": "1."}, {"order": 2, "description": "3)"}],
+    [{"order": 1, "description": "  indented, with a trailing space "}],
+    [{"order": 1, "description": "Open the settings", "canonical_line": 4}],
+    [{"order": 1, "description": "Edit", "canonical_file": "my docs/the guide.md", "canonical_line": 3}],
+    [{"order": 1, "description": "Edit", "canonical_file": "C:/repo/a.py:7"}],
+    [{"order": 1, "description": "Edit", "canonical_file": ""}],
+    [{"order": 1, "description": "Copy a.py:12 @ b.py", "canonical_file": "c.py", "canonical_line": 9}],
+    [
+        {"order": 3, "description": "Late"},
+        {"order": 1, "description": "Early"},
+        {"order": 3, "description": "Twin"},
+    ],
+    [{"order": 1, "description": '{"order": 1, "description": "a step as JSON"}'}],
+    [{"order": 1, "description": "{not json"}, {"order": 2, "description": "{}"}],
+    [{"order": 1, "description": "Breaks\u2028of\x85every\x0bkind\r\nand\x1cmore"}],
+    [{"order": 1, "description": "Déployer l\u2019API @ équipe"}],
+    [{"order": 1, "description": "x" * 500, "canonical_file": "f" * 500, "canonical_line": 10**9}],
+]
+
+
+@pytest.mark.parametrize("steps", TRICKY_STEPS)
+def test_every_recipe_step_survives_its_text_form(steps):
+    assert validate_payload("workflow_recipe", {"task_pattern": "t", "steps": steps})["steps"] == steps
+    assert parse_steps(steps_text(steps)) == steps
+
+
+def test_plain_steps_stay_plain_lines():
+    steps = parse_steps("Add the route @ apps/api.py:12\nWrite a test\nUpdate docs @ README.md")
+    assert steps_text(steps) == "Add the route @ apps/api.py:12\nWrite a test\nUpdate docs @ README.md"
+    assert steps_text([{"order": 1, "description": "2. Tag"}]) == "1. 2. Tag"
+
+
+_TRICKY_TEXT = st.text(
+    st.one_of(
+        st.sampled_from(' @:.)-*+{}"\\\n\r\t\x0b\x85\u2028é12'),
+        st.characters(codec="utf-8", exclude_characters="\x00"),
+    ),
+    max_size=40,
+)
+_STEP = st.fixed_dictionaries(
+    {"order": st.integers(1, 60), "description": _TRICKY_TEXT.filter(bool)},
+    optional={"canonical_file": _TRICKY_TEXT, "canonical_line": st.integers(1, 10**6)},
+)
+
+
+@settings(derandomize=True, max_examples=300)
+@given(st.lists(_STEP, min_size=1, max_size=6))
+def test_any_valid_steps_survive_their_text_form(steps):
+    assert parse_steps(steps_text(steps)) == steps
 
 
 def test_at_most_200_rules():
