@@ -1,10 +1,12 @@
 """Decorators for dashboard views: resolve the org and project from the URL, inside the viewer's
 scope, once. An outsider gets 404 (the same page as for a missing object); a member whose role
-is too low gets 403. And `posted_text`, for a posted field that reaches a service without a form."""
+is too low gets 403. And, for the views and their templates, `posted_text` (a posted field that
+reaches a service without a form) and `visible_project_ids`."""
 
 from __future__ import annotations
 
 from functools import wraps
+from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -78,3 +80,13 @@ def posted_text(request: HttpRequest, name: str) -> str:
     except ValidationError as exc:
         raise Invalid(exc.messages[0], details={"field": name}) from None
     return value
+
+
+def visible_project_ids(request: HttpRequest) -> frozenset[UUID]:
+    """The projects the signed-in person may open, looked up once per request: a page of
+    memory cards asks for each card whether its home project may be named and linked."""
+    cached = getattr(request, "visible_project_ids", None)
+    if cached is None:
+        ids = Project.objects.visible_to(_principal(request)).values_list("id", flat=True)
+        cached = request.visible_project_ids = frozenset(ids)  # type: ignore[attr-defined]
+    return cached

@@ -189,6 +189,33 @@ def test_a_memory_of_another_project_of_the_same_org_is_404_unless_shared(alice,
     assert f"/o/acme/p/other/memories/{shared.id}/dispute/" in page
 
 
+def test_an_org_memory_from_a_team_project_names_it_and_offers_a_dispute_only_to_who_can_open_it(
+    alice, bob, signed_in, base
+):
+    from apps.tenants.models import TeamMembership
+    from tests.factories import ProjectFactory, TeamFactory
+
+    team = TeamFactory(organization=alice.org)
+    hidden = ProjectFactory(organization=alice.org, team=team, name="Payroll Vault", slug="payroll")
+    shared = make_memory(alice, project=hidden, content="Payslips render in UTC.", scope="org")
+    dispute_url = f"/o/acme/p/payroll/memories/{shared.id}/dispute/"
+    as_bob = signed_in(bob)
+    for page in (as_bob.get(f"{base}/memories/"), as_bob.get(url(base, shared))):
+        html = page.content.decode()
+        assert page.status_code == 200 and "Payslips render in UTC." in html
+        assert "Payroll Vault" not in html and "/p/payroll/" not in html and "from another project" in html
+    assert as_bob.get(dispute_url).status_code == 404  # what the link would have led to
+
+    TeamMembership.objects.create(team=team, user=bob.user)
+    for client in (signed_in(alice), signed_in(bob)):  # an owner sees every project; bob now the team's
+        for html in (
+            client.get(f"{base}/memories/").content.decode(),
+            client.get(url(base, shared)).content.decode(),
+        ):
+            assert "from Payroll Vault" in html and dispute_url in html
+        assert client.get(dispute_url).status_code == 200
+
+
 def test_the_detail_page_shows_history_feedback_disputes_and_a_dispute_link(
     alice, bob, memory, person_with_role, signed_in, base
 ):

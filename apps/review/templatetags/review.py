@@ -10,7 +10,9 @@ from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
+from apps.memories.models import MemoryScope
 from apps.memories.selectors import is_author
+from apps.tenants.dashboard import visible_project_ids
 from apps.tenants.roles import Perm
 
 register = template.Library()
@@ -18,17 +20,24 @@ register = template.Library()
 
 @register.simple_tag(takes_context=True)
 def memory_actions(context, memory) -> dict[str, bool]:
-    """write: confirm, correct, flag, dispute; review: pin; delete: the author, or a reviewer."""
-    principal = getattr(context.get("request"), "principal", None)
+    """write: confirm, correct, flag; review: pin; delete: the author, or a reviewer; home: the
+    reader may open the memory's home project (a memory shared to the org may come from a team's
+    project they cannot), so it is named; dispute: writers, where the home project takes it."""
+    request = context.get("request")
+    principal = getattr(request, "principal", None)
     if principal is None:
-        return {"write": False, "review": False, "delete": False}
+        return {"write": False, "review": False, "delete": False, "home": False, "dispute": False}
     org_id = memory.organization_id
     write = principal.has(org_id, Perm.MEMORIES_WRITE)
     review = principal.has(org_id, Perm.MEMORIES_REVIEW)
+    here = context.get("project")
+    home = memory.project_id == getattr(here, "id", None) or memory.project_id in visible_project_ids(request)
     return {
         "write": write,
         "review": review,
         "delete": review or (write and is_author(principal=principal, memory=memory)),
+        "home": home,
+        "dispute": write and home and memory.scope != MemoryScope.PERSONAL,
     }
 
 
