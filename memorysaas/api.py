@@ -14,7 +14,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 
 from apps.tenants.auth import principal_auth
-from memorysaas.errors import ApiError, envelope_for, error_response
+from memorysaas.errors import ApiError, envelope_for, error_response, field_errors
 
 
 class JsonOnlyParser(Parser):
@@ -48,14 +48,6 @@ api = NinjaAPI(
 )
 
 
-def _pydantic_errors(errors: list[dict]) -> list[dict]:
-    clean = []
-    for error in errors:
-        loc = [str(part) for part in error.get("loc", ())]
-        clean.append({"loc": loc, "msg": error.get("msg", ""), "type": error.get("type", "")})
-    return clean
-
-
 @api.exception_handler(ApiError)
 def on_api_error(request, exc: ApiError):
     return envelope_for(exc)
@@ -63,7 +55,7 @@ def on_api_error(request, exc: ApiError):
 
 @api.exception_handler(NinjaValidationError)
 def on_validation_error(request, exc: NinjaValidationError):
-    errors = _pydantic_errors(exc.errors)
+    errors = field_errors(exc.errors)
     if any(e["type"] == "json_invalid" for e in errors):
         return error_response(400, "The body is not valid JSON.", code="malformed_json", details=errors)
     return error_response(422, "The request is not valid.", details=errors)

@@ -47,6 +47,18 @@ class Invalid(ApiError):
         super().__init__(422, message, code=code, details=details)
 
 
+def field_errors(errors: list[dict]) -> list[dict]:
+    """Pydantic's errors as the envelope's details: where (`loc`), what (`msg`), and its `type`."""
+    return [
+        {
+            "loc": [str(part) for part in error.get("loc", ())],
+            "msg": error.get("msg", ""),
+            "type": error.get("type", ""),
+        }
+        for error in errors
+    ]
+
+
 def error_response(
     status: int, message: str, *, code: str | None = None, details: Any = None
 ) -> JsonResponse:

@@ -127,12 +127,23 @@ class MemoryDraft(JsonTyped):
             raise ValueError("each path is at most 500 characters")
         return cleaned
 
-    @model_validator(mode="after")
-    def payload_matches_type(self) -> MemoryDraft:
+    @field_validator("payload")
+    @classmethod
+    def payload_matches_type(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        memory_type = info.data.get("type")
+        if memory_type is None:  # (the type itself was wrong: that error says enough)
+            return value
         try:
-            self.payload = validate_payload(self.type, self.payload)
+            return validate_payload(memory_type, value)
         except PayloadError as exc:
-            raise ValueError(f"payload does not fit type {self.type}: {exc.errors}") from None
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'payload'}: {error['msg']}"
+                for error in exc.errors
+            )
+            raise ValueError(f"does not fit type {memory_type}: {problems}") from None
+
+    @model_validator(mode="after")
+    def lines_in_order(self) -> MemoryDraft:
         if (
             self.chunk_start_line is not None
             and self.chunk_end_line is not None

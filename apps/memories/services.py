@@ -24,6 +24,7 @@ from django.db import connection, models, transaction
 from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
+from pydantic import ValidationError
 
 from apps.memories import secrets_scan
 from apps.memories.contextual import memory_embedding_text
@@ -53,7 +54,7 @@ from apps.memories.vectors import vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.services import audit_record
-from memorysaas.errors import Invalid
+from memorysaas.errors import Invalid, field_errors
 from memorysaas.realtime import publish_many
 
 logger = logging.getLogger(__name__)
@@ -668,8 +669,8 @@ def _update(
     draft_fields = {**current, **{k: v for k, v in changes.items() if k in current}}
     try:
         draft = MemoryDraft(**draft_fields)
-    except ValueError as exc:
-        raise Invalid("The memory would not be valid.", details=str(exc)) from None
+    except ValidationError as exc:
+        raise Invalid("The memory would not be valid.", details=field_errors(exc.errors())) from None
     changed: set[str] = set()
     texts = {k: getattr(draft, k) for k in current if k in changes}
     texts |= {k: v for k, v in changes.items() if k in ("methodology", "commit_sha", "work_unit_ref")}

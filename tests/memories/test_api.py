@@ -333,3 +333,16 @@ def test_query_parameters_still_convert_from_text(alice, api_client):
     )
     assert listed.status_code == 200, listed.content
     assert len(listed.json()["items"]) == 1
+
+
+def test_an_invalid_patch_names_the_field_in_structured_details(alice, api_client):
+    """The details were pydantic's error printed as one string, unlike every other 422."""
+    from tests.memories.factories import make_memory
+
+    memory = make_memory(alice)  # a gotcha, without a recipe's payload
+    change = {"type": "dead_end", "payload": {"approach_tried": ""}}
+    response = api_client(alice.key).patch(f"memories/{memory.id}", change)
+    assert response.status_code == 422, response.content
+    details = response.json()["error"]["details"]
+    assert details and all(set(d) == {"loc", "msg", "type"} for d in details)
+    assert any(d["loc"][:1] == ["payload"] for d in details), details
