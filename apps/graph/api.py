@@ -22,7 +22,7 @@ from apps.graph.models import IndexJob, IndexStatus
 from apps.graph.tasks import index_job_task
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.errors import ApiError, Invalid
+from memorysaas.errors import ApiError, Invalid, NotFound
 from memorysaas.queue import enqueue
 from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
@@ -183,6 +183,17 @@ def index_status(request, project_id: UUID):
     """The latest index job: idle (never indexed), queued, running (with progress), done, failed."""
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
     return _job_out(IndexJob.objects.filter(project=project).order_by("-created_at", "-id").first())
+
+
+@router.get("/projects/{project_id}/graph/index/{job_id}", response=JobOut)
+def index_job(request, project_id: UUID, job_id: int):
+    """One index job, by the id its POST answered with: a client polls its own job, whatever was
+    submitted after it."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    job = IndexJob.objects.filter(project=project, id=job_id).first()
+    if job is None:
+        raise NotFound("No such index job in this project.")
+    return _job_out(job)
 
 
 class ImpactQuery(QuerySchema):

@@ -192,6 +192,8 @@ def test_archive_upload_indexes_and_reports_status(alice, api_client, session_cl
     assert response.status_code == 202, response.content
     status = client.get(f"projects/{alice.project.id}/graph/index").json()
     assert status["status"] == "done" and status["progress"] == 100
+    assert client.get(f"projects/{alice.project.id}/graph/index/{response.json()['id']}").json() == status
+    assert client.get(f"projects/{alice.project.id}/graph/index/{status['id'] + 1}").status_code == 404
     assert status["files"] == 6 and status["skipped"] == 3 and status["nodes"] > 6 and status["edges"] > 5
     impact = client.get(f"projects/{alice.project.id}/graph/impact", {"target": "app/auth/tokens.py"}).json()
     assert {d["file"] for d in impact["direct"]} == {"app/api/views.py", "app/auth/__init__.py"}
