@@ -119,6 +119,8 @@ def project_create(
     team: Team | None = None,
 ) -> Project:
     require(actor, organization.id, Perm.ADMIN)
+    if actor.project_limit is not None:  # (it could never see what it made)
+        raise Forbidden("A key limited to one project cannot create projects: use an organization-wide key.")
     if team is not None and team.organization_id != organization.id:
         raise Invalid("The team belongs to another organization.")
     siblings = Project.objects.filter(organization=organization)

@@ -190,6 +190,21 @@ def test_a_project_limited_key_makes_only_keys_limited_to_its_project(alice, api
     assert elsewhere.status_code in (403, 404)
 
 
+def test_a_project_limited_key_cannot_create_projects(alice, api_client):
+    """It made a project with 201, then could neither list nor open it: to its user, it vanished."""
+    from apps.tenants.models import Project
+
+    url = f"orgs/{alice.org.slug}/api-keys"
+    limited = (
+        api_client(alice.key)
+        .post(url, {"name": "one", "scopes": ["admin", "memories:read"], "project_id": str(alice.project.id)})
+        .json()["key"]
+    )
+    response = api_client(limited).post("projects", {"name": "Billing service"})
+    assert response.status_code == 403 and "organization-wide key" in response.json()["error"]["message"]
+    assert not Project.objects.filter(name="Billing service").exists()
+
+
 def test_a_key_that_expires_makes_only_keys_that_expire_no_later(alice, api_client):
     url = f"orgs/{alice.org.slug}/api-keys"
     soon = (timezone.now() + timedelta(days=1)).isoformat()
