@@ -46,9 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         for conflict in replica.conflicts():
             print(f"conflict {conflict['id']}: {', '.join(conflict['fields'])}")
         return 0
-    for memory_id in replica.search_text(args.query):
+    found = replica.search_text(args.query)
+    for memory_id in found:
         memory = replica.get(memory_id)
         print(f"{memory_id[:8]}  {memory['type']:<16} {memory['content'][:100]}")
+    if not found:  # (to stderr: a script reading the results reads none)
+        print(f"No memory in {args.db} matches {args.query!r} (run sync first?).", file=sys.stderr)
     return 0
 
 

@@ -200,3 +200,6 @@ def test_the_command_line_finds_a_snake_case_query_in_camel_case_content(alice, 
     args = ["--db", str(tmp_path / "memory.db"), "--project", str(alice.project.id), "search", "verify_jwt"]
     assert main(args) == 0
     assert capsys.readouterr().out.startswith(f"{str(memory.id)[:8]}  gotcha")
+    assert main([*args[:-1], "no_such_thing"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == "" and "No memory in" in printed.err
