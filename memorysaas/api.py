@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError
@@ -15,6 +13,7 @@ from ninja.parser import Parser
 
 from apps.tenants.auth import principal_auth
 from memorysaas.errors import ApiError, envelope_for, error_response, field_errors
+from memorysaas.schemas import parse_json
 
 
 class JsonOnlyParser(Parser):
@@ -30,10 +29,7 @@ class JsonOnlyParser(Parser):
             )
         if not request.body:
             raise ApiError(400, "The request body is empty; send a JSON object.", code="empty_body")
-        try:
-            return json.loads(request.body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ApiError(400, f"The body is not valid JSON: {exc}", code="malformed_json") from None
+        return parse_json(request.body)
 
 
 api = NinjaAPI(

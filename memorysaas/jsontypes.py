@@ -10,6 +10,15 @@ from typing import Annotated, Any, ClassVar, Union, get_args, get_origin
 from pydantic import BaseModel, Strict
 
 _SCALARS = (bool, int, float)
+_CONTAINERS = (list, tuple, set, frozenset, dict)
+
+
+class _JsonStrict(Strict):
+    """The strictness JsonTyped adds (told apart from a field's own, so a subclass that turns
+    JSON types off can take it away again)."""
+
+
+_STRICT = _JsonStrict()
 
 
 def is_scalar(annotation: Any) -> bool:
@@ -23,10 +32,30 @@ def is_scalar(annotation: Any) -> bool:
     return annotation in _SCALARS
 
 
+def strict_items(annotation: Any, strict: bool = True) -> Any:
+    """`annotation` with the numbers and booleans inside containers (`list[int]`,
+    `dict[str, float] | None`) strict, or, with `strict=False`, made lax again."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        base, *meta = args
+        meta = [m for m in meta if not isinstance(m, _JsonStrict)]
+        inner = strict_items(base, strict)
+        if base in _SCALARS and strict:
+            meta.append(_STRICT)
+        return Annotated[(inner, *meta)] if meta else inner
+    if annotation in _SCALARS:
+        return Annotated[annotation, _STRICT] if strict else annotation
+    if origin in (Union, types.UnionType):
+        return Union[tuple(strict_items(arg, strict) for arg in args)]  # noqa: UP007
+    if origin in _CONTAINERS and args:
+        return origin[tuple(arg if arg is Ellipsis else strict_items(arg, strict) for arg in args)]
+    return annotation
+
+
 class JsonTyped(BaseModel):
     """A body model whose number fields take JSON numbers (an integer where an integer is asked
-    for) and whose boolean fields take JSON booleans: pydantic's strict mode, field by field, so
-    ids and times still parse from their JSON strings."""
+    for) and whose boolean fields take JSON booleans, in lists and maps too: pydantic's strict
+    mode, field by field, so ids and times still parse from their JSON strings."""
 
     # Off for query strings, where every value arrives as text.
     json_types: ClassVar[bool] = True
@@ -34,14 +63,20 @@ class JsonTyped(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        if not cls.json_types:
-            return
-        loose = [
-            field
-            for field in cls.model_fields.values()
-            if is_scalar(field.annotation) and not any(isinstance(m, Strict) for m in field.metadata)
-        ]
-        for field in loose:
-            field.metadata.append(Strict())
-        if loose:
+        changed = False
+        for field in cls.model_fields.values():
+            if is_scalar(field.annotation):
+                ours = [m for m in field.metadata if isinstance(m, _JsonStrict)]
+                if cls.json_types and not any(isinstance(m, Strict) for m in field.metadata):
+                    field.metadata.append(_STRICT)
+                    changed = True
+                elif not cls.json_types and ours:
+                    field.metadata[:] = [m for m in field.metadata if not isinstance(m, _JsonStrict)]
+                    changed = True
+                continue
+            annotation = strict_items(field.annotation, cls.json_types)
+            if annotation != field.annotation:
+                field.annotation = annotation
+                changed = True
+        if changed:
             cls.model_rebuild(force=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from typing import Annotated, Any
 
@@ -14,6 +15,19 @@ from memorysaas.jsontypes import JsonTyped
 # stay within a handful of levels; a deeper one is refused before anything walks it, since
 # every walker (the NUL check, the secret scanner) would otherwise meet Python's recursion limit.
 MAX_DEPTH = 64
+
+
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON: ApiError 400 when it is not JSON, 422 when it nests so deep that
+    the parser itself gives up (Python's recursion limit, near a thousand levels)."""
+    from memorysaas.errors import ApiError
+
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"The body is not valid JSON: {exc}", code="malformed_json") from None
+    except RecursionError:
+        raise ApiError(422, f"The body nests deeper than {MAX_DEPTH} levels.") from None
 
 
 def _walk(value: Any, path: str = ""):

@@ -3,7 +3,6 @@ and code chunks."""
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from typing import Any
@@ -24,7 +23,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from memorysaas.errors import ApiError, Invalid, NotFound
 from memorysaas.queue import enqueue
-from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
+from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema, parse_json
 
 router = Router(tags=["graph"])
 MAX_BATCH_FILES = 500
@@ -158,9 +157,7 @@ def _archive_job(request, project) -> IndexJob:
 
 def _batch_job(request, project) -> IndexJob:
     try:
-        body = BatchIn.model_validate(json.loads(request.body or b"null"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"The body is not valid JSON: {exc}", code="malformed_json") from None
+        body = BatchIn.model_validate(parse_json(request.body or b"null"))
     except ValidationError as exc:
         details = [
             {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()

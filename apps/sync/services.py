@@ -70,17 +70,24 @@ def merge(memory: Memory, base_version: int, fields: dict[str, Any]) -> tuple[di
     return changes, conflicts
 
 
-def _create(project: Project, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
-    ref = change["ref"]
-    owner = {
+def _ref_owner(project: Project, actor: Principal, ref: str) -> dict[str, Any]:
+    return {
         "api_key_id": actor.api_key.id if actor.api_key else None,
         "user_id": actor.user.pk if actor.user else None,
         "project": project,
         "ref": ref,
     }
-    # Two pushes of one new ref at once (a retry racing the original) would both find no ref
-    # and both create: the second waits here for the first to commit, then finds its memory.
-    hold_until_commit(f"pushref:{owner['api_key_id']}:{owner['user_id']}:{project.id}:{ref}")
+
+
+def _ref_lock(owner: dict[str, Any]) -> str:
+    return f"pushref:{owner['api_key_id']}:{owner['user_id']}:{owner['project'].id}:{owner['ref']}"
+
+
+def _create(project: Project, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
+    """(Under the ref's lock, which push_apply took: two pushes of one new ref at once — a retry
+    racing the original — would both find no ref and both create.)"""
+    ref = change["ref"]
+    owner = _ref_owner(project, actor, ref)
     known = PushRef.objects.filter(**owner).select_related("memory").first()
     if known is not None:
         return _result("applied", ref=ref, id=str(known.memory_id), version=known.memory.version)
@@ -156,7 +163,12 @@ def push_apply(
     The rows a push touches are locked first, all at once and in id order: two pushes naming
     the same memories in different orders would otherwise each lock one and wait for the other's.
     That includes the memories its creates relate to (a relation's foreign key check waits for a
-    locked target)."""
+    locked target), and before them the refs its creates name, in order too: a second push of a
+    new ref waits for the first to commit, then finds its memory."""
+    for name in sorted(
+        {_ref_lock(_ref_owner(project, actor, c["ref"])) for c in changes if c["op"] == "create"}
+    ):
+        hold_until_commit(name)
     named = {m.pk for m in memories.values()} | {
         relation.target_memory_id
         for change in changes

@@ -330,3 +330,13 @@ def test_an_api_key_reads_and_marks_only_the_notifications_its_scope_covers(
     assert project_client.post("notifications/read", {}).json() == {"marked": 1}
     assert org_client.post("notifications/read", {}).json() == {"marked": 1}
     assert Notification.objects.get(pk=elsewhere.pk).read is False
+
+
+def test_notification_ids_are_json_numbers(api_client, alice):
+    """`{"ids": ["7"]}` marked notification 7 read, and `[true]` notification 1."""
+    item = Notification.objects.create(organization=alice.org, user=alice.user, kind="x", title="t")
+    client = api_client(alice.key)
+    for ids in ([str(item.pk)], [True]):
+        response = client.post("notifications/read", {"ids": ids})
+        assert response.status_code == 422 and response.json()["error"]["details"][0]["loc"][-2] == "ids"
+    assert Notification.objects.get(pk=item.pk).read is False

@@ -346,3 +346,15 @@ def test_an_invalid_patch_names_the_field_in_structured_details(alice, api_clien
     details = response.json()["error"]["details"]
     assert details and all(set(d) == {"loc", "msg", "type"} for d in details)
     assert any(d["loc"][:1] == ["payload"] for d in details), details
+
+
+@pytest.mark.parametrize("path", ["projects/{project}/memories", "projects/{project}/graph/index"])
+def test_json_too_deep_for_the_parser_itself_is_a_422(alice, api_client, path):
+    """Past about a thousand levels json.loads gives up with a RecursionError: a 500 on the graph
+    batch, ninja's generic 400 elsewhere."""
+    body = '{"files": ' + "[" * 3000 + "]" * 3000 + "}"
+    response = api_client(alice.key).post(
+        path.format(project=alice.project.id), body, content_type="application/json"
+    )
+    assert response.status_code == 422, response.content
+    assert "nests deeper than" in response.json()["error"]["message"]

@@ -483,6 +483,39 @@ def test_two_pushes_of_one_new_ref_at_once_create_it_once(alice, api_client):
     assert Memory.objects.filter(content="Pushed twice.").count() == 1
 
 
+def test_a_push_takes_its_new_refs_in_order_so_opposite_pushes_cannot_deadlock(alice, api_client):
+    """Each create took its ref's lock as it was reached: pushes of [a, b] and [b, a] at once each
+    held one and waited for the other (a deadlock, and a 500). Another push holds ref a; a push of
+    [b, a] must wait for a before it takes b."""
+    from apps.memories.drafts import MemoryDraft
+    from apps.sync.services import _ref_lock, _ref_owner, push_apply
+
+    def create(ref):
+        return {"op": "create", "ref": ref, "memory": {"type": "gotcha", "content": f"Ref {ref}."}}
+
+    actor = Principal.for_api_key(alice.api_key)
+    with transaction.atomic():
+        push_apply(
+            project=alice.project,
+            actor=actor,
+            changes=[{**create("a"), "memory": MemoryDraft.model_validate(create("a")["memory"])}],
+            memories={},
+        )
+        device = Worker(
+            lambda: push(api_client(alice.key), alice.project, [create("b"), create("a")])["results"]
+        )
+        wait_until_another_session_waits_for_a_lock()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
+                [_ref_lock(_ref_owner(alice.project, actor, "b"))],
+            )
+            assert cursor.fetchone()[0] is True, "the push took ref b before ref a"
+    results = device.finish()
+    assert [r["status"] for r in results] == ["applied", "applied"]
+    assert Memory.objects.filter(content__startswith="Ref ").count() == 2
+
+
 def test_a_stale_edit_whose_merged_tags_overflow_is_a_conflict_and_the_rest_applies(alice, api_client):
     """Both sides added tags, together more than a memory holds: the whole push was a 422 and the
     device's outbox never drained."""

@@ -1,6 +1,8 @@
 """A push ref belongs to a project (one ref in two projects named one memory); the feed keeps
 whether a memory was ever team or org scope (narrowed to project scope, other projects'
-replicas never heard of it again)."""
+replicas never heard of it again). The feed starts `ever_wide` from each memory's scope now: one
+narrowed before this migration is not known to have been wider (no history of scopes says so).
+Going back, a ref used in several projects keeps only its oldest memory's mapping."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -85,6 +87,16 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RemoveConstraint(model_name="pushref", name="pushref_unique"),
+        migrations.RunSQL(
+            migrations.RunSQL.noop,
+            # (back to one ref per key and user: the refs' later uses go)
+            """
+            DELETE FROM sync_pushref later USING sync_pushref earlier
+            WHERE later.ref = earlier.ref AND later.id > earlier.id
+              AND later.api_key_id IS NOT DISTINCT FROM earlier.api_key_id
+              AND later.user_id IS NOT DISTINCT FROM earlier.user_id
+            """,
+        ),
         migrations.AddConstraint(
             model_name="pushref",
             constraint=models.UniqueConstraint(
