@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.db import transaction
 from ninja import Body, Field, Query, Router, Status
-from pydantic import Discriminator, Tag, model_validator
+from pydantic import Discriminator, Tag, field_validator, model_validator
 
 from apps.memories import selectors, services
 from apps.memories.drafts import (
@@ -19,7 +19,7 @@ from apps.memories.drafts import (
     WorkUnitRef,
     clean_paths,
 )
-from apps.memories.kinds import Scope
+from apps.memories.kinds import Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
 from apps.memories.packing import citation
 from apps.tenants.roles import Perm
@@ -271,15 +271,32 @@ def memories_feedback(request, memory_id: UUID, payload: FeedbackIn):
 QueryKind = Literal["identifier", "semantic", "structural"]
 
 
+def _v5_type(value: Any) -> Any:
+    try:
+        return normalize_type(value) if isinstance(value, str) else value
+    except ValueError:
+        return value  # (the field says what is wrong with it)
+
+
 class SearchIn(InputSchema):
     query: str = Field(min_length=1, max_length=2000)
     files: list[str] = Field(default_factory=list, max_length=50)
     phase: str | None = Field(None, max_length=40, description="A universal or methodology phase.")
     limit: int = Field(8, ge=1, le=50)
     query_kind: QueryKind | None = Field(None, description="Override the detected query type.")
-    types: list[MemoryType] | None = None
+    types: list[MemoryType] | None = Field(
+        None, description="Memory types (or Dex aliases: pitfall, fix, …)."
+    )
     rerank: bool = True
     hyde: bool = Field(True, description="Allow HyDE (runs only when an LLM is configured).")
+
+    @field_validator("types", mode="before")
+    @classmethod
+    def _aliases(cls, value: Any) -> Any:
+        """As create and the list filter do, a Dex alias names its V5 type."""
+        if isinstance(value, list):
+            return [_v5_type(v) for v in value]
+        return value
 
 
 class PathRanks(OutputSchema):
@@ -390,13 +407,15 @@ class ContextOut(OutputSchema):
     memories: list[ContextMemory]
     session_notes: int
     timings_ms: dict[str, float]
+    control_group: bool = Field(
+        False, description="The session is in the A/B control group: it is served no memory."
+    )
 
 
 @router.post("/projects/{project_id}/context", response=ContextOut)
 def memories_context(request, project_id: UUID, payload: ContextIn):
     """Packed memories for a phase, task and files, inside the phase's token budget (or yours).
     Stale or low-confidence memories are never injected; each injection counts as an access."""
-    from apps.memories.retrieval import record_injection
     from apps.memories.search import build_context
 
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
@@ -408,8 +427,5 @@ def memories_context(request, project_id: UUID, payload: ContextIn):
         files=payload.files,
         session_id=payload.session_id,
         token_budget=payload.token_budget,
-    )
-    record_injection(
-        session_id=payload.session_id, project=project, memory_ids=[m["id"] for m in context["memories"]]
     )
     return context

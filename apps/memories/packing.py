@@ -51,6 +51,7 @@ class Packed:
     token_count: int
     budget: int
     items: list[tuple[PackItem, int]] = field(default_factory=list)  # (item, its tokens)
+    notes: int = 0  # session notes kept
 
 
 def budget_for(phase: str, token_budget: int | None = None) -> tuple[int, dict[str, float]]:
@@ -115,12 +116,11 @@ def pack(
     note_lines = [f"- (session note) {' '.join(n.split())}" for n in notes]
     header = estimate_tokens(title) + 1
     kept_notes = []
-    for line in note_lines:
+    for line in note_lines:  # (a note too long for what is left leaves room for shorter ones)
         cost = estimate_tokens(line) + 1
-        if header + cost > budget // 4:
-            break
-        header += cost
-        kept_notes.append(line)
+        if header + cost <= budget // 4:
+            header += cost
+            kept_notes.append(line)
     chosen = _select(items, budget, allocation, header)
     text, chosen = _render(title, kept_notes, chosen)
     # Group headings were not in the per-item costs: drop the weakest until the whole fits.
@@ -129,7 +129,9 @@ def pack(
         text, chosen = _render(title, kept_notes, [c for c in chosen if c is not weakest])
     if not chosen and not kept_notes:
         return Packed(text="", token_count=0, budget=budget)
-    return Packed(text=text, token_count=estimate_tokens(text), budget=budget, items=chosen)
+    return Packed(
+        text=text, token_count=estimate_tokens(text), budget=budget, items=chosen, notes=len(kept_notes)
+    )
 
 
 def _render(title: str, notes: list[str], chosen: list[tuple[PackItem, int]]) -> tuple[str, list]:

@@ -36,13 +36,25 @@ def session_notes(*, session_id: str | None, project: Project) -> list[dict[str,
     return [n for n in notes if isinstance(n, dict) and n.get("content")]
 
 
-def record_injection(*, session_id: str | None, project: Project, memory_ids: list[Any]) -> None:
+def record_injection(*, session_id: str | None, project: Project, memory_ids: list[Any]) -> list[str] | None:
     """Tell the observer that /context served `memory_ids` to a running session, so the
-    session's review lists them as applied. Nothing when there is no session or no observer."""
-    if not session_id or not memory_ids:
-        return
+    session's review lists them as applied. Returns the ids the session had not been given
+    before, or None when there is no such open session (or no observer)."""
+    if not session_id:
+        return None
     try:
         from apps.observer.services import context_injection_record
     except (ModuleNotFoundError, ImportError, AttributeError):
-        return
-    context_injection_record(session_id=session_id, project=project, memory_ids=memory_ids)
+        return None
+    return context_injection_record(session_id=session_id, project=project, memory_ids=memory_ids)
+
+
+def in_control_group(*, session_id: str | None, project: Project) -> bool:
+    """Whether the session is one the A/B test serves no memory (seeds/003 §16)."""
+    if not session_id:
+        return False
+    try:
+        from apps.observer.services import session_is_control
+    except (ModuleNotFoundError, ImportError, AttributeError):
+        return False
+    return session_is_control(session_id=session_id, project=project)

@@ -61,7 +61,7 @@ from apps.memories.models import (
     MemoryUsage,
 )
 from apps.memories.neighbours import file_neighbours
-from apps.memories.packing import PackItem, citation, pack
+from apps.memories.packing import PackItem, budget_for, citation, pack
 from apps.memories.selectors import memories_visible
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
@@ -841,12 +841,24 @@ def build_context(
     """What an agent is given for a phase, task and files: the best applicable memories packed
     into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
     whose decayed confidence (× 0.8 when disputed) is under the project's injection threshold
-    are never injected.
-    Each injected memory is recorded as an access."""
-    from apps.memories.retrieval import injection_min_confidence, session_notes
+    are never injected, and a session in the A/B control group is given nothing.
+    Each injected memory is recorded as an access: once per session when a running session is
+    named (asking again within it hands over nothing new), at every call otherwise."""
+    from apps.memories.retrieval import (
+        in_control_group,
+        injection_min_confidence,
+        record_injection,
+        session_notes,
+    )
     from apps.memories.services import memories_record_access
 
     phase_name = universal_phase(phase)
+    if in_control_group(session_id=session_id, project=project):
+        budget, _ = budget_for(phase_name, token_budget)
+        return {
+            "phase": phase_name, "text": "", "token_count": 0, "token_budget": budget, "memories": [],
+            "session_notes": 0, "timings_ms": {}, "control_group": True,
+        }  # fmt: skip
     files = clean_paths(files)
     query = task.strip() or " ".join(files)
     result = search(
@@ -877,7 +889,8 @@ def build_context(
     started = time.perf_counter()
     packed = pack(items, phase=phase_name, token_budget=token_budget, notes=notes)
     used = [item.memory_id for item, _ in packed.items]
-    memories_record_access(memory_ids=used)
+    new = record_injection(session_id=session_id or None, project=project, memory_ids=used)
+    memories_record_access(memory_ids=used if new is None else new)
     timings = {**result.timings_ms, "pack": round((time.perf_counter() - started) * 1000, 3)}
     return {
         "phase": phase_name,
@@ -895,6 +908,6 @@ def build_context(
             }
             for item, tokens in packed.items
         ],
-        "session_notes": len(notes),
+        "session_notes": packed.notes,
         "timings_ms": timings,
     }

@@ -4,14 +4,15 @@ completion, step injection, git cold start, and an authenticated no-op (`/ping`)
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
+from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
 from apps.observer import selectors, services
-from apps.observer.models import Outcome, SessionType
+from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
@@ -185,7 +186,9 @@ class CompleteIn(InputSchema):
 class StepIn(InputSchema):
     step: int = Field(ge=0, le=1_000_000)
     files: list[str] = Field(default_factory=list, max_length=50, description="Files just read or edited.")
-    searches: list[str] = Field(default_factory=list, max_length=10, description="Recent Grep/Glob patterns.")
+    searches: list[Annotated[str, Field(max_length=500)]] = Field(
+        default_factory=list, max_length=10, description="Recent Grep/Glob patterns."
+    )
 
 
 class StepOut(OutputSchema):
@@ -302,13 +305,18 @@ def sessions_step_injection(request, session_id: UUID, payload: StepIn):
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
     if session.ab_group == "control":
         return {"step": payload.step, "injection": None, "reason": "control_group"}
-    return selectors.step_injection(
-        session=session,
-        principal=request.auth,
-        step=payload.step,
-        files=payload.files,
-        searches=payload.searches,
-    )
+    with transaction.atomic():
+        # One injection at a time per session: two at once each gave the same memory.
+        session = Session.objects.select_for_update().select_related("project").get(pk=session.pk)
+        if session.status != SessionStatus.OPEN:
+            raise services.session_closed()
+        return selectors.step_injection(
+            session=session,
+            principal=request.auth,
+            step=payload.step,
+            files=payload.files,
+            searches=payload.searches,
+        )
 
 
 @router.post("/projects/{project_id}/observer/git-log", response=GitLogOut)

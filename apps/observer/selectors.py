@@ -226,7 +226,8 @@ def step_injection(
             "injection": {"type": "scratchpad_reflection", "content": text, "memory_ids": []},
         }
     for pattern in searches or pad.recent_searches():
-        lexemes = [w for w in analyze(pattern).whole if len(w) > 2][:8]
+        # (as the keyword index holds them: 3 to 200 characters; longer is no word PostgreSQL takes)
+        lexemes = [w for w in analyze(pattern).whole if 2 < len(w) <= 200][:8]
         if not lexemes:
             continue
         known = (

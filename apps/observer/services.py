@@ -229,7 +229,7 @@ def events_ingest(
     with transaction.atomic():
         locked = _lock_for_ingest(session, principal)
         if locked.status != SessionStatus.OPEN:
-            raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
+            raise session_closed()
         pad = load_scratchpad(locked)
         try:
             fresh = _clean([event for event in events if pad.accept(event["seq"])])
@@ -265,6 +265,11 @@ def events_ingest(
 # ---------------------------------------------------------------- validation and complete
 
 
+def session_closed() -> ApiError:
+    """What a write to a session that is no longer open answers."""
+    return ApiError(409, "The session is complete; open a new one.", code="session_closed")
+
+
 def _locked_open(session: Session) -> tuple[Session, Scratchpad]:
     locked = Session.objects.select_for_update(of=("self",)).select_related("project").get(id=session.id)
     return locked, load_scratchpad(locked)
@@ -278,18 +283,24 @@ def validation_record(
     explicit notes and self-corrections at once (seeds/000 §8 partial QA)."""
     locked, pad = _locked_open(session)
     if locked.status != SessionStatus.OPEN:
-        raise ApiError(409, "The session is complete; open a new one.", code="session_closed")
+        raise session_closed()
     report = secrets_scan.scan(T.strip_private(report)).text[:2000]
     work_unit = secrets_scan.scan(work_unit).text
-    pad.validations.append(
-        {"passed": passed, "work_unit": work_unit[:200], "report": report, "step": pad.step}
-    )
-    promoted: list[str] = []
-    units = {v["work_unit"] for v in pad.validations if v["work_unit"]}
-    if passed and locked.session_type == "build" and len(units) > INCREMENTAL_UNITS:
-        result = _promote_incremental(locked, pad, actor)
-        promoted = [str(i) for i in result.created]
-    _save_checkpoint(locked, pad)
+    try:
+        # (the cached scratchpad changes in place: a failure after this must not leave a
+        # validation there that the database never stored)
+        pad.validations.append(
+            {"passed": passed, "work_unit": work_unit[:200], "report": report, "step": pad.step}
+        )
+        promoted: list[str] = []
+        units = {v["work_unit"] for v in pad.validations if v["work_unit"]}
+        if passed and locked.session_type == "build" and len(units) > INCREMENTAL_UNITS:
+            result = _promote_incremental(locked, pad, actor)
+            promoted = [str(i) for i in result.created]
+        _save_checkpoint(locked, pad)
+    except BaseException:
+        forget(locked.id)
+        raise
     return {"validations": len(pad.validations), "passed": passed, "promoted": promoted}
 
 
@@ -465,24 +476,41 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
 # ---------------------------------------------------------------- step injection
 
 
-def context_injection_record(*, session_id: str | UUID, project: Project, memory_ids: list[UUID]) -> int:
+def context_injection_record(
+    *, session_id: str | UUID, project: Project, memory_ids: list[UUID] | list[str]
+) -> list[str] | None:
     """Memories that /context packed for a session of `project` count as applied in it (each
-    once). A session id that is not one of the project's open sessions changes nothing.
-    Returns the number of sessions updated (0 or 1)."""
+    once). Returns the ids it newly added, or None when the session id is not one of the
+    project's open sessions (which changes nothing)."""
     try:
         as_id = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
     except ValueError:
-        return 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE observer_session SET injected_memory_ids = injected_memory_ids || ARRAY(
-                SELECT m FROM unnest(%s::uuid[]) AS m WHERE NOT m = ANY(injected_memory_ids))
-            WHERE id = %s AND project_id = %s AND status = 'open'
-            """,
-            [[str(i) for i in memory_ids], str(as_id), str(project.id)],
+        return None
+    with transaction.atomic():
+        session = (
+            Session.objects.select_for_update()
+            .filter(id=as_id, project=project, status=SessionStatus.OPEN)
+            .only("id", "injected_memory_ids")
+            .first()
         )
-        return cursor.rowcount
+        if session is None:
+            return None
+        seen = {str(i) for i in session.injected_memory_ids}
+        new = [i for i in dict.fromkeys(str(i) for i in memory_ids) if i not in seen]
+        if new:
+            Session.objects.filter(pk=session.pk).update(
+                injected_memory_ids=[*session.injected_memory_ids, *(UUID(i) for i in new)]
+            )
+        return new
+
+
+def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
+    """Whether `session_id` is a session of `project` in the A/B control group (served no memory)."""
+    try:
+        as_id = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
+    except ValueError:
+        return False
+    return Session.objects.filter(id=as_id, project=project, ab_group="control").exists()
 
 
 def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
@@ -492,7 +520,8 @@ def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: in
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            UPDATE observer_session SET injected_memory_ids = injected_memory_ids || %s::uuid[],
+            UPDATE observer_session SET injected_memory_ids = injected_memory_ids || ARRAY(
+                    SELECT m FROM unnest(%s::uuid[]) AS m WHERE NOT m = ANY(injected_memory_ids)),
                 scratchpad = jsonb_set(scratchpad, '{notes_injected}', to_jsonb(%s::int))
             WHERE id = %s
             """,

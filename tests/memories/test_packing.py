@@ -42,3 +42,13 @@ def test_allocation_gives_other_types_room_after_their_share():
 def test_session_notes_come_first():
     packed = pack([_item(1)], phase="refine", notes=["tests fail on sqlite only"])
     assert packed.text.index("session note") < packed.text.index("Fact number 1")
+
+
+def test_a_session_note_too_long_for_the_room_left_does_not_drop_the_shorter_ones_after_it():
+    """The first note that did not fit ended the loop, and the response still counted every note."""
+    long_note = "word " * 400
+    packed = pack(
+        [], phase="implement", token_budget=400, notes=["first short note", long_note, "a later short one"]
+    )
+    assert "first short note" in packed.text and "a later short one" in packed.text
+    assert "word word" not in packed.text and packed.notes == 2

@@ -468,3 +468,14 @@ def test_the_dense_path_measures_every_row_of_the_scope_when_the_index_scan_come
         assert cursor.fetchall() == []  # the index scan alone finds nothing of this project
     found = dense_path(scope, vector, model_id=provider.model_id, limit=10)
     assert [memory_id for memory_id, _, _ in found] == [str(ours.id)]
+
+
+def test_search_types_take_dex_aliases_as_create_and_list_do(alice, api_client):
+    from tests.memories.factories import make_memory
+
+    make_memory(alice, content="Never call save() in a signal handler.", type="gotcha")
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/search", {"query": "save in a signal handler", "types": ["pitfall"]}
+    )
+    assert response.status_code == 200, response.content
+    assert [r["memory"]["type"] for r in response.json()["results"]] == ["gotcha"]

@@ -661,6 +661,97 @@ def test_the_control_group_gets_no_memory(agent, monkeypatch):
     assert answer == {"step": 7, "injection": None, "reason": "control_group"}
 
 
+def test_context_for_a_control_session_serves_and_records_nothing(agent, alice, monkeypatch):
+    """/context served a control session its memories and listed them as applied in it: the
+    A/B comparison then measured memory against memory."""
+    from tests.memories.factories import make_memory
+
+    memory = make_memory(alice, content="Refunds are asynchronous.", related_files=["shop/refunds.py"])
+    monkeypatch.setattr(services, "ab_group", lambda session_id: "control")
+    session = agent.open(task="refunds")
+    body = {
+        "phase": "implement",
+        "task": "refunds",
+        "files": ["shop/refunds.py"],
+        "session_id": session["id"],
+    }
+    context = agent.client.post(f"projects/{alice.project.id}/context", body).json()
+    assert context["memories"] == [] and context["text"] == "" and context["control_group"] is True
+    assert Session.objects.get(id=session["id"]).injected_memory_ids == []
+    assert Memory.objects.get(id=memory.id).access_count == 0
+    del body["session_id"]  # (outside the session, the same ask is served)
+    assert agent.client.post(f"projects/{alice.project.id}/context", body).json()["memories"]
+
+
+def test_context_counts_an_access_once_per_session(agent, alice):
+    """Every /context call within one session counted each memory again: a few calls cleared
+    needs_review, which ten separate injections are meant to earn."""
+    from tests.memories.factories import make_memory
+
+    memory = make_memory(alice, content="Refunds are asynchronous.", related_files=["shop/refunds.py"])
+    session = agent.open(task="refunds")
+    body = {
+        "phase": "implement",
+        "task": "refunds",
+        "files": ["shop/refunds.py"],
+        "session_id": session["id"],
+    }
+    for _ in range(3):
+        served = agent.client.post(f"projects/{alice.project.id}/context", body).json()
+        assert [m["id"] for m in served["memories"]] == [str(memory.id)]
+    assert Memory.objects.get(id=memory.id).access_count == 1
+    assert Session.objects.get(id=session["id"]).injected_memory_ids == [memory.id]
+
+
+def test_step_injection_on_a_completed_session_is_a_409(agent, alice):
+    """It answered 200, injected, and counted accesses for a session already finalized."""
+    from tests.memories.factories import make_memory
+
+    memory = make_memory(alice, content="pricing.py rounds half-even", related_files=["shop/pricing.py"])
+    session = agent.open()
+    agent.complete(session["id"])
+    response = agent.client.post(
+        f"sessions/{session['id']}/step-injection", {"step": 6, "files": ["shop/pricing.py"]}
+    )
+    assert response.status_code == 409 and response.json()["error"]["code"] == "session_closed"
+    assert Memory.objects.get(id=memory.id).access_count == 0
+
+
+def test_a_search_pattern_longer_than_a_postgresql_word_is_no_500(agent, alice):
+    """A term past ~2,000 bytes reached to_tsquery: 'word is too long in tsquery'."""
+    from tests.memories.factories import make_memory
+
+    make_memory(alice, content="register_handler wires the refund hooks.")
+    session = agent.open()
+    for pattern in ["register_" + "a" * 400, "aa_" * 160]:
+        response = agent.client.post(
+            f"sessions/{session['id']}/step-injection", {"step": 8, "searches": [pattern]}
+        )
+        assert response.status_code == 200, response.content
+    too_long = agent.client.post(
+        f"sessions/{session['id']}/step-injection", {"step": 8, "searches": ["a" * 501]}
+    )
+    assert too_long.status_code == 422
+
+
+def test_a_failed_validation_leaves_no_phantom_in_the_cached_scratchpad(agent, monkeypatch):
+    """The cached scratchpad kept a validation whose transaction rolled back; the next one counted
+    it and stored it, and finalize could read it as the last word."""
+    session = agent.open()
+    real = services._save_checkpoint
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(services, "_save_checkpoint", real)
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(services, "_save_checkpoint", fail_once)
+    failed = agent.client.post(f"sessions/{session['id']}/validation", {"passed": False, "report": "phantom"})
+    assert failed.status_code == 500  # (the failure this test injects, in the error envelope)
+    assert agent.validate(session["id"], True, report="real")["validations"] == 1
+    pad = services.load_scratchpad(Session.objects.get(id=session["id"]))
+    assert [v["report"] for v in pad.validations] == ["real"]
+
+
 def test_session_start_never_offers_a_stale_recipe_or_work_state(agent, alice):
     from django.utils import timezone
 
@@ -730,3 +821,23 @@ def test_an_event_seq_of_true_and_a_validation_passed_of_yes_are_422s(agent):
     response = agent.client.post(f"sessions/{session['id']}/validation", {"passed": "yes"})
     assert response.status_code == 422 and "valid boolean" in str(response.json()["error"])
     assert Session.objects.get(id=session["id"]).event_count == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_step_injections_at_once_inject_a_memory_once(agent, alice):
+    """Both read the session's injected memories before either wrote: each gave the same memory,
+    which was listed twice and counted as two accesses."""
+    from tests.memories.factories import make_memory
+    from tests.processes import Worker, wait_until_another_session_waits_for_a_lock
+
+    memory = make_memory(alice, content="pricing.py rounds half-even", related_files=["shop/pricing.py"])
+    session = agent.open()
+    url, body = f"sessions/{session['id']}/step-injection", {"step": 6, "files": ["shop/pricing.py"]}
+    with transaction.atomic():
+        Session.objects.select_for_update().get(id=session["id"])  # (as a third request holding it)
+        steps = [Worker(lambda: agent.client.post(url, body).json()) for _ in range(2)]
+        wait_until_another_session_waits_for_a_lock()
+    answers = [step.finish() for step in steps]
+    assert sorted(a["injection"] is None for a in answers) == [False, True]
+    assert Session.objects.get(id=session["id"]).injected_memory_ids == [memory.id]
+    assert Memory.objects.get(id=memory.id).access_count == 1
