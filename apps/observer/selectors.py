@@ -13,8 +13,7 @@ from apps.memories.codetokens import analyze
 from apps.memories.kinds import DISPUTE_PENALTY
 from apps.memories.models import TENANT_MATCH, Memory
 from apps.observer import text as T
-from apps.observer.models import Session
-from apps.observer.scratchpad import Scratchpad
+from apps.observer.models import Session, SessionStatus
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.errors import NotFound
@@ -76,7 +75,12 @@ def session_notes(*, session_id: str, project: Project) -> list[dict[str, Any]]:
     from apps.observer.services import load_scratchpad
 
     as_id = _as_uuid(session_id)
-    session = Session.objects.for_project(project).filter(id=as_id).first() if as_id else None
+    # (a completed session's notes went to promotion: retrieval serves what became of them)
+    session = (
+        Session.objects.for_project(project).filter(id=as_id, status=SessionStatus.OPEN).first()
+        if as_id
+        else None
+    )
     if session is None:
         return []
     return list(load_scratchpad(session).notes)
@@ -89,6 +93,8 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
     """The session-start plan: files to prefetch (read in >80%, then >50%, of past sessions of
     the modules in play; at most 12), the work state when resuming a work unit, and workflow
     recipes matching the task."""
+    from apps.observer.services import load_scratchpad
+
     modules = _modules_in_play(session, files)
     prefetch: list[dict[str, Any]] = []
     if modules:
@@ -147,7 +153,9 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
         if state_memory is not None:
             work_state = {"memory_id": str(state_memory.id), "content": state_memory.content}
         elif previous is not None:
-            pad = Scratchpad.from_dict(previous.scratchpad) if previous.scratchpad else Scratchpad()
+            # (its scratchpad as it stands: the stored checkpoint of a session that never
+            # completed — the usual one to resume — lags its events)
+            pad = load_scratchpad(previous)
             work_state = {
                 "session_id": str(previous.id),
                 "outcome": previous.outcome or previous.status,

@@ -841,3 +841,23 @@ def test_two_step_injections_at_once_inject_a_memory_once(agent, alice):
     assert sorted(a["injection"] is None for a in answers) == [False, True]
     assert Session.objects.get(id=session["id"]).injected_memory_ids == [memory.id]
     assert Memory.objects.get(id=memory.id).access_count == 1
+
+
+def test_resuming_after_a_session_that_never_completed_sees_its_notes(agent):
+    """The work state read the stored checkpoint, which a session under 500 events has not
+    written yet: an agent that crashed mid-unit left its successor nothing."""
+    unit = {"hierarchy": ["spec_4"], "label": "Spec 4"}
+    crashed = agent.open(work_unit=unit)
+    agent.send(crashed["id"], Trace().edit("shop/cart.py").note("gotcha", "cart totals are cached").events)
+    state = agent.open(work_unit=unit)["start_context"]["work_state"]
+    assert state["session_id"] == crashed["id"] and state["notes"] == ["cart totals are cached"]
+
+
+def test_context_serves_only_a_running_sessions_notes(agent, alice):
+    """A completed session's notes went to promotion; /context served them again as notes."""
+    session = agent.open()
+    agent.send(session["id"], Trace().note("gotcha", "refund webhooks retry for a day").events)
+    body = {"phase": "implement", "task": "refunds", "session_id": session["id"]}
+    assert agent.client.post(f"projects/{alice.project.id}/context", body).json()["session_notes"] == 1
+    agent.complete(session["id"])
+    assert agent.client.post(f"projects/{alice.project.id}/context", body).json()["session_notes"] == 0
