@@ -2,14 +2,16 @@
 
 Each message carries the project's next sequence number, taken from the database so that any
 number of web and worker processes agree on one order. A client that sees a gap re-fetches.
-Call `publish` from `transaction.on_commit` so nothing is announced that was rolled back.
+Call `publish` from `transaction.on_commit` so nothing is announced that was rolled back;
+progress inside a long transaction goes through `outside_transaction`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
@@ -18,6 +20,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def project_group(project_id: UUID | str) -> str:
@@ -70,3 +73,34 @@ def publish_many(project_id: UUID | str, events: Sequence[tuple[str, dict[str, A
         # A broken channel layer must not fail the write that already committed.
         logger.exception("Could not publish %s for project %s", [e for e, _ in events], project_id)
     return seqs
+
+
+def outside_transaction(fn: Callable[[], T]) -> T:
+    """Run `fn` on a database connection of its own, committed at once, when the caller is inside
+    a transaction: progress reported from a long one (a full graph index) would otherwise hold
+    the project's row — where event numbers come from — until it ends, and every other write
+    to the project that announces itself would wait that long; and a rollback would hand the
+    numbers already sent out again. Returns what `fn` returned."""
+    from django.db import connection as caller
+
+    if not caller.in_atomic_block:
+        return fn()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        from django.db import connection as own
+
+        try:
+            outcome.append((True, fn()))
+        except BaseException as error:  # raised again in the caller's thread
+            outcome.append((False, error))
+        finally:
+            own.close()
+
+    worker = threading.Thread(target=run, name="outside-transaction")
+    worker.start()
+    worker.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

@@ -45,7 +45,7 @@ from apps.graph.resolve import Resolver
 from apps.memories.codetokens import split_parts
 from apps.tenants.models import Project
 from memorysaas.locks import hold_until_commit
-from memorysaas.realtime import publish
+from memorysaas.realtime import outside_transaction, publish
 
 logger = logging.getLogger(__name__)
 
@@ -800,8 +800,11 @@ def job_run(job: IndexJob, runner: Callable[[Progress], IndexResult]) -> IndexJo
     """Run an index job, recording progress on the row and announcing it on the project's group."""
 
     def progress(value: int) -> None:
-        IndexJob.objects.filter(id=job.id).update(progress=value)
-        publish(job.project_id, "graph.progress", {"job": job.id, "status": "running", "progress": value})
+        def report() -> None:
+            IndexJob.objects.filter(id=job.id).update(progress=value)
+            publish(job.project_id, "graph.progress", {"job": job.id, "status": "running", "progress": value})
+
+        outside_transaction(report)  # (reported from inside the index's own transaction)
 
     IndexJob.objects.filter(id=job.id).update(status=IndexStatus.RUNNING, progress=0)
     try:

@@ -354,3 +354,50 @@ def test_two_updates_of_one_project_at_once_both_land(alice):
     files = GraphNode.objects.filter(project=alice.project, kind="file")
     assert sorted(files.values_list("path", flat=True)) == ["app/b.py", "app/util.py"]
     assert GraphNode.objects.filter(project=alice.project, key="app/util.py:helper").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_full_index_reports_progress_without_holding_the_project_row(alice, tmp_path, monkeypatch):
+    """Progress was numbered (an UPDATE of the project row) inside the index's transaction: every
+    other write to the project that announced itself waited for the whole index, and a failed
+    index handed the sequence numbers it had sent out to the next events again."""
+    import threading
+
+    from django.db import OperationalError, connection, transaction
+
+    from apps.tenants.models import Project
+    from tests.processes import Worker
+
+    for path, content in PY_REPO.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(content)
+    job = IndexJob.objects.create(project=alice.project, kind="full", source_dir=str(tmp_path))
+    reached, go = threading.Event(), threading.Event()
+    refresh = services._refresh_statistics
+
+    def paused(*args, **kwargs):  # (inside the index's transaction, after its last report)
+        reached.set()
+        go.wait(timeout=60)
+        return refresh(*args, **kwargs)
+
+    monkeypatch.setattr(services, "_refresh_statistics", paused)
+    before = Project.objects.get(id=alice.project.id).event_seq
+    index = Worker(
+        lambda: services.job_run(
+            job, lambda report: services.index_directory(alice.project, str(tmp_path), progress=report)
+        )
+    )
+    try:
+        assert reached.wait(timeout=60)
+        assert IndexJob.objects.get(id=job.id).progress == 90  # (a poller sees it, too)
+        with transaction.atomic(), connection.cursor() as cursor:
+            try:
+                cursor.execute(
+                    "SELECT 1 FROM tenants_project WHERE id = %s FOR UPDATE NOWAIT", [str(alice.project.id)]
+                )
+            except OperationalError:
+                pytest.fail("the index holds the project's row")
+    finally:
+        go.set()
+    assert index.finish().status == "done"
+    assert Project.objects.get(id=alice.project.id).event_seq > before
