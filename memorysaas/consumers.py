@@ -2,7 +2,9 @@
 
 `ws/projects/<project_id>/` authenticates the browser's session (or an `Authorization: Bearer
 msk_…` header for other clients), checks that the caller may read the project — an outsider is
-closed with 4404 exactly as a missing project is — and joins the project's group. Every message
+closed with 4404 exactly as a missing project is — and joins the project's group. When access
+is taken away in the organization (a member removed, a key or device revoked), every open socket
+checks its caller again and closes with 4404 if it may no longer read the project. Every message
 is JSON: `{"event": "memory.created", "seq": 42, "data": {...}}`. The first one, `hello`, carries
 the project's current sequence number, so a client that reconnects knows at once whether it
 missed anything. Sequence numbers come from the database (memorysaas.realtime), so they agree
@@ -83,10 +85,30 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """Frames that are not JSON text are ignored: channels raised on them, which killed the
+        consumer without `disconnect`, and its place in the group stayed behind."""
+        if text_data is None:
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except ValueError:
+            return
+        await self.receive_json(content, **kwargs)
+
     async def receive_json(self, content, **kwargs) -> None:
         """Clients only listen; a ping is answered so they can check the line."""
         if isinstance(content, dict) and content.get("type") == "ping":
             await self.send_json({"event": "pong", "seq": None, "data": {}})
+
+    async def access_recheck(self, message: dict) -> None:
+        """Someone lost access in the organization (realtime.access_changed): is it this caller?"""
+        principal = await _principal(self.scope)
+        project_id = self.scope["url_route"]["kwargs"]["project_id"]
+        if principal is None or await _project_seq(principal, project_id) is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            await self.disconnect(CLOSE_NOT_FOUND)
+            self.group = None
 
     async def project_event(self, message: dict) -> None:
         await self.send_json({"event": message["event"], "seq": message["seq"], "data": message["data"]})

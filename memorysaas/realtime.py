@@ -38,6 +38,35 @@ def next_project_seq(project_id: UUID | str, count: int = 1) -> int:
     return row[0] if row else 0
 
 
+def access_changed(organization_id: UUID | str) -> None:
+    """After a commit that took access away (a member removed, a key or device revoked), every
+    open socket on the organization's projects checks its caller again and closes if the caller
+    may no longer read the project: access was otherwise checked only when a socket opened."""
+    from django.db import transaction
+
+    def send() -> None:
+        from apps.tenants.models import Project
+
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        groups = [
+            project_group(p)
+            for p in Project.objects.filter(organization_id=organization_id).values_list("id", flat=True)
+        ]
+
+        async def go() -> None:
+            for group in groups:
+                await layer.group_send(group, {"type": "access.recheck"})
+
+        try:
+            async_to_sync(go)()
+        except Exception:
+            logger.exception("Could not ask organization %s's sockets to check access again", organization_id)
+
+    transaction.on_commit(send)
+
+
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
     import json
 

@@ -246,3 +246,58 @@ def test_an_event_reaches_clients_of_two_daphne_processes_through_redis(alice, b
         received = [json.loads(ws.recv(timeout=30)) for ws in sockets]
         assert received == [{"event": "memory.created", "seq": seq, "data": {"id": "x"}}] * 2
         assert seq == hellos[0]["seq"] + 1
+
+
+def test_taking_access_away_closes_the_sockets_it_covered(alice, bob, person_with_role):
+    """Access was checked when a socket opened and never again: a removed member, and a revoked
+    key, went on receiving the project's events."""
+    async_to_sync(_taking_access_away_closes_the_sockets_it_covered)(alice, bob, person_with_role)
+
+
+async def _taking_access_away_closes_the_sockets_it_covered(alice, bob, person_with_role):
+    from apps.tenants import services
+    from apps.tenants.models import Membership
+    from apps.tenants.roles import Role
+
+    viewer = await sync_to_async(person_with_role)(Role.VIEWER)
+    sockets = {}
+    for name, header in {
+        "bob": (b"cookie", (await sync_to_async(_session_cookie)(bob)).encode()),
+        "bob's key": (b"authorization", f"Bearer {bob.key}".encode()),
+        "viewer's key": (b"authorization", f"Bearer {viewer.key}".encode()),
+        "alice": (b"cookie", (await sync_to_async(_session_cookie)(alice)).encode()),
+    }.items():
+        communicator, connected, _ = await _connect(alice.project.id, header)
+        assert connected and (await communicator.receive_json_from())["event"] == "hello"
+        sockets[name] = communicator
+
+    def remove_bob():
+        membership = Membership.objects.get(user=bob.user, organization=alice.org)
+        services.membership_remove(membership=membership, actor=alice.principal)
+
+    await sync_to_async(remove_bob)()
+    for name in ("bob", "bob's key"):
+        assert (await sockets[name].receive_output())["type"] == "websocket.close", name
+    await sync_to_async(lambda: services.api_key_revoke(api_key=viewer.api_key, actor=alice.principal))()
+    assert (await sockets["viewer's key"].receive_output())["type"] == "websocket.close"
+    await sync_to_async(publish)(alice.project.id, "sentinel", {})
+    assert (await sockets["alice"].receive_json_from())["event"] == "sentinel"  # (still there)
+    await sockets["alice"].disconnect()
+
+
+def test_frames_that_are_not_json_text_are_ignored(alice):
+    """A binary or non-JSON frame raised inside channels: the consumer died without leaving its
+    group, and every later event was queued for a socket that was gone."""
+    async_to_sync(_frames_that_are_not_json_text_are_ignored)(alice)
+
+
+async def _frames_that_are_not_json_text_are_ignored(alice):
+    communicator, connected, _ = await _connect(
+        alice.project.id, (b"authorization", f"Bearer {alice.key}".encode())
+    )
+    assert connected and (await communicator.receive_json_from())["event"] == "hello"
+    await communicator.send_to(text_data="garbage")
+    await communicator.send_to(bytes_data=b"\x00\x01")
+    await communicator.send_json_to({"type": "ping"})
+    assert (await communicator.receive_json_from())["event"] == "pong"
+    await communicator.disconnect()

@@ -31,6 +31,7 @@ from apps.tenants.models import (
 from apps.tenants.principal import Principal
 from apps.tenants.roles import API_KEY_SCOPES, Perm, Role, can_assign_role
 from memorysaas.errors import ApiError, Forbidden, Invalid
+from memorysaas.realtime import access_changed
 
 _SECRET_WORDS = ("secret", "password", "token", "key", "authorization", "credential")
 
@@ -245,6 +246,7 @@ def api_key_revoke(*, api_key: ApiKey, actor: Principal) -> ApiKey:
         audit_record(
             actor=actor, action="api_key.revoked", target=api_key, metadata={"key_prefix": api_key.prefix}
         )
+        access_changed(api_key.organization_id)
     return api_key
 
 
@@ -406,6 +408,7 @@ def membership_remove(*, membership: Membership, actor: Principal) -> None:
         metadata={"user_id": membership.user_id, "api_keys_revoked": revoked},
     )
     membership.delete()
+    access_changed(membership.organization_id)
 
 
 DEVICE_SCOPES = (Perm.MEMORIES_READ, Perm.MEMORIES_WRITE, Perm.OBSERVER_WRITE, Perm.SYNC)
@@ -450,3 +453,4 @@ def device_remove(*, device: Device, actor: Principal) -> None:
     device.api_key.save(update_fields=["revoked_at"])
     audit_record(actor=actor, action="device.removed", target=device)
     device.delete()
+    access_changed(device.organization_id)
