@@ -301,3 +301,34 @@ async def _frames_that_are_not_json_text_are_ignored(alice):
     await communicator.send_json_to({"type": "ping"})
     assert (await communicator.receive_json_from())["event"] == "pong"
     await communicator.disconnect()
+
+
+def test_a_personal_memory_is_announced_without_its_id(alice, bob):
+    """Every watcher of the project hears memory events: a teammate learned the id (and timing)
+    of each personal memory, and of its edits and deletion."""
+    async_to_sync(_a_personal_memory_is_announced_without_its_id)(alice, bob)
+
+
+async def _a_personal_memory_is_announced_without_its_id(alice, bob):
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.models import Memory
+    from apps.memories.services import memory_create, memory_delete
+
+    cookie = (b"cookie", (await sync_to_async(_session_cookie)(bob)).encode())
+    communicator, connected, _ = await _connect(alice.project.id, cookie)
+    assert connected and (await communicator.receive_json_from())["event"] == "hello"
+
+    def create(scope):
+        draft = MemoryDraft(type="preference", content=f"Alice likes tabs {scope}.", scope=scope)
+        return memory_create(project=alice.project, actor=alice.principal, draft=draft)
+
+    mine = await sync_to_async(create)("personal")
+    shared = await sync_to_async(create)("project")
+    await sync_to_async(lambda: memory_delete(memory=Memory.objects.get(id=mine.id), actor=alice.principal))()
+    events = [await communicator.receive_json_from() for _ in range(3)]
+    assert [(e["event"], e["data"]["memory_ids"]) for e in events] == [
+        ("memory.created", []),
+        ("memory.created", [str(shared.id)]),
+        ("memory.deleted", []),
+    ]
+    await communicator.disconnect()

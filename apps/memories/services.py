@@ -309,10 +309,15 @@ def _schedule_embedding(ids: Sequence[UUID]) -> None:
         enqueue("apps.memories.tasks.embed_memories", id_strings, group="memories.embed")
 
 
-def _announce(project_id: UUID, *events: tuple[str, Sequence[UUID]]) -> None:
-    """On commit, tell the project's watchers about these memories: each (event, memory ids) that
-    has ids, all in one publish."""
-    batch = [(event, {"memory_ids": [str(i) for i in ids]}) for event, ids in events if ids]
+def _announce(project_id: UUID, *events: tuple[str, Sequence[Memory]]) -> None:
+    """On commit, tell the project's watchers about these memories: each (event, memories) that
+    has any, all in one publish. Every watcher of the project hears it, so a personal memory goes
+    unnamed (its event still tells pages to refresh)."""
+    batch = [
+        (event, {"memory_ids": [str(m.id) for m in memories if m.scope != MemoryScope.PERSONAL]})
+        for event, memories in events
+        if memories
+    ]
     if batch:
         transaction.on_commit(lambda: publish_many(project_id, batch))
 
@@ -485,7 +490,7 @@ def memories_create_batch(
         )
     _schedule_embedding([m.id for m in memories if m.embedding_status != EmbeddingStatus.READY])
     _announce(
-        project.id, ("memory.created", ids), ("review.needed", [m.id for m in memories if m.needs_review])
+        project.id, ("memory.created", memories), ("review.needed", [m for m in memories if m.needs_review])
     )
     return memories
 
@@ -615,7 +620,7 @@ def _save_change(memory: Memory, actor: Principal, change: str, fields: set[str]
     if text_changed:
         _adjust_term_stats([memory.id], +1)
         _schedule_embedding([memory.id])
-    _announce(memory.project_id, ("memory.updated", [memory.id]))
+    _announce(memory.project_id, ("memory.updated", [memory]))
     return memory
 
 
@@ -723,9 +728,10 @@ def memory_delete(*, memory: Memory, actor: Principal) -> None:
     """Remove a memory for good (its relations, history and feedback go with it)."""
     _adjust_term_stats([memory.id], -1)
     audit_record(actor=actor, action="memory.deleted", target=memory, metadata={"type": memory.type})
-    project_id, memory_id = memory.project_id, memory.id
+    gone = Memory(id=memory.id, scope=memory.scope)  # (Model.delete() clears the pk)
+    project_id = memory.project_id
     memory.delete()
-    _announce(project_id, ("memory.deleted", [memory_id]))
+    _announce(project_id, ("memory.deleted", [gone]))
 
 
 # ---------------------------------------------------------------- feedback, reinforcement, access
@@ -794,7 +800,7 @@ def memory_feedback(
         changed = {"disputed", "needs_review"}
     _save_change(memory, actor, f"feedback_{kind}", changed)
     if newly_needs_review:
-        _announce(memory.project_id, ("review.needed", [memory.id]))
+        _announce(memory.project_id, ("review.needed", [memory]))
     audit_record(actor=actor, action=f"memory.feedback.{kind}", target=memory)
     return memory
 
