@@ -332,3 +332,22 @@ async def _a_personal_memory_is_announced_without_its_id(alice, bob):
         ("memory.deleted", []),
     ]
     await communicator.disconnect()
+
+
+def test_an_api_key_socket_needs_no_origin_but_a_cookie_socket_does(alice):
+    """The Origin check turned away agents and CLIs (which send none) although it only guards
+    what a browser's cookies authenticate."""
+    async_to_sync(_an_api_key_socket_needs_no_origin_but_a_cookie_socket_does)(alice)
+
+
+async def _an_api_key_socket_needs_no_origin_but_a_cookie_socket_does(alice):
+    path = f"/ws/projects/{alice.project.id}/"
+    key = (b"authorization", f"Bearer {alice.key}".encode())
+    agent = WebsocketCommunicator(application, path, headers=[key])
+    assert (await agent.connect())[0] is True
+    assert (await agent.receive_json_from())["event"] == "hello"
+    await agent.disconnect()
+    cookie = (b"cookie", (await sync_to_async(_session_cookie)(alice)).encode())
+    for headers in ([cookie], [cookie, (b"origin", b"https://evil.example")]):
+        browser = WebsocketCommunicator(application, path, headers=headers)
+        assert (await browser.connect())[0] is False
