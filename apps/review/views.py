@@ -14,6 +14,7 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -166,7 +167,16 @@ def memory_browser(request, project):
 def memory_detail(request, project, memory_id):
     from apps.governance.selectors import disputes_for_memory
 
-    memory = selectors.memory_in_project(principal=request.principal, project=project, memory_id=memory_id)
+    try:
+        memory = selectors.memory_in_project(
+            principal=request.principal, project=project, memory_id=memory_id
+        )
+    except Http404:
+        if not request.htmx:
+            raise
+        # The page's live refresh after the memory went (deleted, or out of the reader's sight):
+        # htmx swaps only a success, so a 404 would leave the memory on screen as if it were there.
+        return render(request, "review/_memory_gone.html", {"project": project})
     session = session_in_project(project=project, session_id=memory.session_id) if memory.session_id else None
     history = list(selectors.memory_history(memory))
     feedback = list(selectors.memory_feedback(memory)[:50])

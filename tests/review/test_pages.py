@@ -400,3 +400,16 @@ def test_a_relation_to_a_memory_the_reader_cannot_see_is_named_not_shown(alice, 
     assert "a memory you cannot see" in page
     own_view = signed_in(teammate).get(url).content.decode()
     assert private.citation_text in own_view
+
+
+def test_a_deleted_memorys_page_says_so_when_it_refreshes_live(alice, signed_in, base):
+    """The live refresh of a deleted memory's page got a 404, which htmx does not swap: the memory
+    stayed on screen as if it still existed."""
+    memory = make_memory(alice, content="Totals live in shop/services.py.")
+    url = f"{base}/memories/{memory.id}/"
+    Memory.objects.filter(id=memory.id).delete()
+    client = signed_in(alice)
+    live = client.get(url, HTTP_HX_REQUEST="true")
+    assert live.status_code == 200 and 'id="memory-live"' in live.content.decode()
+    assert "no longer exists" in live.content.decode()
+    assert client.get(url).status_code == 404  # (opened directly, it is a 404 page)
