@@ -351,3 +351,30 @@ async def _an_api_key_socket_needs_no_origin_but_a_cookie_socket_does(alice):
     for headers in ([cookie], [cookie, (b"origin", b"https://evil.example")]):
         browser = WebsocketCommunicator(application, path, headers=headers)
         assert (await browser.connect())[0] is False
+
+
+def test_an_org_memory_is_announced_in_every_project_it_applies_in(alice, bob):
+    """Its events went only to its home project's socket, while the other projects' pages list
+    it too and never refreshed."""
+    async_to_sync(_an_org_memory_is_announced_in_every_project_it_applies_in)(alice, bob)
+
+
+async def _an_org_memory_is_announced_in_every_project_it_applies_in(alice, bob):
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.services import memory_create
+    from tests.factories import ProjectFactory
+
+    sibling = await sync_to_async(ProjectFactory)(organization=alice.org, name="Sibling", slug="sibling")
+    key = (b"authorization", f"Bearer {alice.key}".encode())
+    communicator, connected, _ = await _connect(sibling.id, key)
+    assert connected and (await communicator.receive_json_from())["event"] == "hello"
+
+    def create(scope):
+        draft = MemoryDraft(type="requirement", content=f"Money is stored in cents ({scope}).", scope=scope)
+        return memory_create(project=alice.project, actor=alice.principal, draft=draft)
+
+    await sync_to_async(create)("project")  # (applies only at home: the sibling hears nothing)
+    wide = await sync_to_async(create)("org")
+    event = await communicator.receive_json_from()
+    assert (event["event"], event["data"]["memory_ids"]) == ("memory.created", [str(wide.id)])
+    await communicator.disconnect()

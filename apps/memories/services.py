@@ -21,7 +21,7 @@ from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.core.exceptions import FieldDoesNotExist
 from django.db import connection, models, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pydantic import ValidationError
@@ -310,16 +310,58 @@ def _schedule_embedding(ids: Sequence[UUID]) -> None:
 
 
 def _announce(project_id: UUID, *events: tuple[str, Sequence[Memory]]) -> None:
-    """On commit, tell the project's watchers about these memories: each (event, memories) that
-    has any, all in one publish. Every watcher of the project hears it, so a personal memory goes
-    unnamed (its event still tells pages to refresh)."""
-    batch = [
-        (event, {"memory_ids": [str(m.id) for m in memories if m.scope != MemoryScope.PERSONAL]})
-        for event, memories in events
-        if memories
-    ]
-    if batch:
-        transaction.on_commit(lambda: publish_many(project_id, batch))
+    """On commit, tell the watchers of every project where these memories apply: each (event,
+    memories) that has any, one publish per project — the home project, and for team and org
+    scope the team's or the organization's other projects, whose pages show them too. Every
+    watcher of a project hears it, so a personal memory goes unnamed (its event still tells
+    pages to refresh)."""
+    events = tuple((event, list(memories)) for event, memories in events if memories)
+    if not events:
+        return
+    wide = [m for _, memories in events for m in memories if m.scope in (MemoryScope.TEAM, MemoryScope.ORG)]
+
+    def send() -> None:
+        reach = _reach(wide)
+        per_project: dict[Any, list[tuple[str, dict[str, Any]]]] = {project_id: []}
+        for event, memories in events:
+            ids: dict[Any, list[str]] = {project_id: []}
+            for memory in memories:
+                if memory.scope == MemoryScope.PERSONAL:
+                    continue
+                for target in {project_id, *reach.get(memory.id, ())}:
+                    ids.setdefault(target, []).append(str(memory.id))
+            for target, named in ids.items():
+                if target == project_id or named:
+                    per_project.setdefault(target, []).append((event, {"memory_ids": named}))
+        for target, batch in per_project.items():
+            publish_many(target, batch)
+
+    transaction.on_commit(send)
+
+
+def _reach(memories: Sequence[Memory]) -> dict[UUID, list[UUID]]:
+    """For team- and org-scope memories: the projects besides their own where they apply."""
+    reach: dict[UUID, list[UUID]] = {}
+    orgs = {m.organization_id for m in memories if m.scope == MemoryScope.ORG}
+    teams = {m.team_id for m in memories if m.scope == MemoryScope.TEAM and m.team_id}
+    if not orgs and not teams:
+        return reach
+    projects = list(
+        Project.objects.filter(Q(organization_id__in=orgs) | Q(team_id__in=teams)).values_list(
+            "id", "organization_id", "team_id"
+        )
+    )
+    for memory in memories:
+        reach[memory.id] = [
+            pid
+            for pid, org_id, team_id in projects
+            if pid != memory.project_id
+            and (
+                (memory.scope == MemoryScope.ORG and org_id == memory.organization_id)
+                or (memory.scope == MemoryScope.TEAM and team_id == memory.team_id)
+            )
+        ]
+    return reach
 
 
 # ---------------------------------------------------------------- create
@@ -728,7 +770,10 @@ def memory_delete(*, memory: Memory, actor: Principal) -> None:
     """Remove a memory for good (its relations, history and feedback go with it)."""
     _adjust_term_stats([memory.id], -1)
     audit_record(actor=actor, action="memory.deleted", target=memory, metadata={"type": memory.type})
-    gone = Memory(id=memory.id, scope=memory.scope)  # (Model.delete() clears the pk)
+    gone = Memory(  # (Model.delete() clears the pk)
+        id=memory.id, scope=memory.scope, project_id=memory.project_id,
+        organization_id=memory.organization_id, team_id=memory.team_id,
+    )  # fmt: skip
     project_id = memory.project_id
     memory.delete()
     _announce(project_id, ("memory.deleted", [gone]))
