@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from apps.memories import secrets_scan
 from apps.memories.payloads import RecipeStep
 
 MAX_RULES = 200
 MAX_RULE_CHARS = 4000
 MAX_STEP_CHARS = 500
 
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# (no lazy group beside a run of spaces: `(.*?)\s*#*\s*$` backtracked cubically on a heading
+# with a long run of spaces inside it, and a 2 KB paste held a worker for seconds)
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
 _BULLET = re.compile(r"^(\s*)(?:[-*+]|(\d+)[.)])\s+(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _PATH = re.compile(
@@ -36,7 +39,9 @@ _RECIPE_HEADING = re.compile(
 _INSIGHT_HEADING = re.compile(
     r"\b(architecture|structure|overview|layout|modules?|components?|design)\b", re.I
 )
-_STEP_TAIL = re.compile(r"^(?P<text>.*?)\s+@\s+(?P<file>[^\s:]+)(?::(?P<line>\d+))?\s*$")
+# `… @ file:line` at a step's end, searched for (the text before it is the description). The
+# `@` must follow whitespace, so a run of spaces is tried from its start only.
+_STEP_TAIL = re.compile(r"(?<=\s)@[ \t]+(?P<file>[^\s:]+)(?::(?P<line>\d+))?[ \t]*$")
 _STEP_NUMBER = re.compile(r"^\s*(?:\d+[.)]|[-*+])(?:\s+|$)")
 # Line breaks `str.splitlines` knows that JSON leaves unescaped: a step's JSON stays one line.
 _JSON_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
@@ -72,8 +77,19 @@ def guess_type(text: str, heading: str = "") -> str:
     return "preference"
 
 
+def _without_closing_hashes(text: str) -> str:
+    """A heading's text without its optional closing `#`s (`## Setup ##`)."""
+    text = text.strip()
+    bare = text.rstrip("#")
+    return bare.rstrip() if bare != text and (not bare or bare[-1] in " \t") else text
+
+
 def mentioned_files(text: str, limit: int = 20) -> list[str]:
+    """File paths the text names. Read from the text with its secrets redacted: a secret with
+    slashes in it (an AWS secret key) looks like a path, and each field of a memory is scanned
+    on its own, where the bare value has no `KEY=` beside it to give it away."""
     found: dict[str, None] = {}
+    text = secrets_scan.scan(text).text
     for match in _PATH.finditer(text.replace("`", " ")):
         path = match.group(1).strip(".").removeprefix("./")
         if "://" in path or path.count(".") > 3 or len(path) > 500 or not path:
@@ -101,9 +117,9 @@ def _step_from_line(raw: str, *, order: int) -> dict | None:
     if not line:
         return None
     step: dict = {"order": order, "description": line[:MAX_STEP_CHARS]}
-    tail = _STEP_TAIL.match(line)
+    tail = _STEP_TAIL.search(line)
     if tail:
-        step["description"] = tail.group("text").strip()[:MAX_STEP_CHARS]
+        step["description"] = line[: tail.start()].strip()[:MAX_STEP_CHARS]
         step["canonical_file"] = tail.group("file")
         if tail.group("line"):
             step["canonical_line"] = int(tail.group("line"))
@@ -176,7 +192,7 @@ def _blocks(text: str) -> list[_Block]:
             continue
         title = _HEADING.match(raw)
         if title:
-            heading = _clean(title.group(2))
+            heading = _clean(_without_closing_hashes(title.group(2)))
             current = previous = None
             continue
         bullet = _BULLET.match(raw)
@@ -204,8 +220,8 @@ def _block_text(block: _Block) -> str:
     return "\n".join(lines).strip()
 
 
-def parse_rules(text: str, *, source_name: str = "") -> list[Rule]:
-    """The rules of a rules file, in order, each with a guessed type (at most MAX_RULES)."""
+def parse_rules(text: str, *, source_name: str = "", limit: int | None = MAX_RULES) -> list[Rule]:
+    """The rules of a rules file, in order, each with a guessed type (at most `limit`)."""
     rules: list[Rule] = []
     recipe: Rule | None = None
     for block in _blocks(text):
@@ -236,7 +252,7 @@ def parse_rules(text: str, *, source_name: str = "") -> list[Rule]:
         if rule.type == "workflow_recipe":
             numbered = "\n".join(f"{s['order']}. {s['description']}" for s in rule.steps)
             rule.content = f"{rule.task_pattern}\n{numbered}"[:MAX_RULE_CHARS]
-    return rules[:MAX_RULES]
+    return rules[:limit]
 
 
 def recipe_from_text(text: str) -> tuple[str, list[dict]]:

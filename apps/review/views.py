@@ -34,7 +34,7 @@ from apps.review.forms import (
     TeachForm,
     split_list,
 )
-from apps.review.rules_import import Rule, parse_rules, recipe_from_text, steps_text
+from apps.review.rules_import import MAX_RULES, Rule, parse_rules, recipe_from_text, steps_text
 from apps.tenants.dashboard import posted_text, project_page
 from apps.tenants.roles import Perm
 from memorysaas.errors import ApiError
@@ -689,13 +689,15 @@ def teach_import(request, project):
             {"project": project, "form": TeachForm(project=project), "import_form": form},
             status=422,
         )
-    rules = parse_rules(form.cleaned_data["text"], source_name=form.cleaned_data["source_name"])
+    rules = parse_rules(form.cleaned_data["text"], source_name=form.cleaned_data["source_name"], limit=None)
     return render(
         request,
         "review/import_preview.html",
         {
             "project": project,
-            "rules": rules,
+            "rules": rules[:MAX_RULES],
+            "left_out": max(len(rules) - MAX_RULES, 0),
+            "max_rules": MAX_RULES,
             "source_name": form.cleaned_data["source_name"],
             "scope": form.cleaned_data["scope"],
             "types": MemoryType.choices,

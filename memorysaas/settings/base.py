@@ -192,6 +192,9 @@ GRAPH_CLOSURE_DEPTH = env_int("GRAPH_CLOSURE_DEPTH", 5)
 # Processes that parse a full index's files; 0 means one per CPU the process may use.
 GRAPH_PARSE_PROCESSES = env_int("GRAPH_PARSE_PROCESSES", 0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+# A rules import's preview posts five fields a rule, for up to 200 rules (Django's 1,000 refused
+# the save of a full preview, and the person's review of it was lost).
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1_100
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")

@@ -413,3 +413,24 @@ def test_a_deleted_memorys_page_says_so_when_it_refreshes_live(alice, signed_in,
     assert live.status_code == 200 and 'id="memory-live"' in live.content.decode()
     assert "no longer exists" in live.content.decode()
     assert client.get(url).status_code == 404  # (opened directly, it is a 404 page)
+
+
+def test_an_import_of_more_rules_than_one_save_takes_says_so_and_a_full_preview_saves(alice, signed_in, base):
+    """A full preview (200 rules, five fields each) was refused on save by Django's 1,000-field
+    limit, losing the review; the rules past 200 were dropped without a word."""
+    client = signed_in(alice)
+    text = "\n".join(f"- Always do thing number {i} carefully." for i in range(230))
+    preview = client.post(
+        f"{base}/teach/import/",
+        {"action": "preview", "source_name": "CLAUDE.md", "text": text, "scope": "project"},
+    ).content.decode()
+    assert 'data-testid="import-left-out"' in preview and "30 more were left out" in preview
+    body = {"action": "save", "source_name": "CLAUDE.md", "scope": "project", "rule_count": "200"}
+    for i in range(200):
+        body |= {
+            f"rule-{i}-include": "1", f"rule-{i}-type": "preference", f"rule-{i}-heading": "",
+            f"rule-{i}-content": f"Always do thing number {i} carefully.", f"rule-{i}-files": "",
+        }  # fmt: skip
+    response = client.post(f"{base}/teach/import/", body)
+    assert response.status_code == 302, response.status_code
+    assert Memory.objects.count() == 200

@@ -156,3 +156,33 @@ def test_any_valid_steps_survive_their_text_form(steps):
 def test_at_most_200_rules():
     text = "\n".join(f"- Always do thing number {i} carefully." for i in range(300))
     assert len(parse_rules(text)) == 200
+
+
+def test_headings_and_step_tails_with_long_runs_of_spaces_parse_at_once():
+    """`(.*?)\\s*#*\\s*$` backtracked cubically on a heading with a long run of spaces inside it
+    (4,000 spaces: 97 s), and the step tail quadratically: one short line held a worker."""
+    gap = " " * 20_000
+    rules = parse_rules(f"# a{gap}b\n- Run the linter before pushing.\n")
+    assert [r.heading for r in rules] == ["a b"]
+    assert parse_steps(f"Run it{gap}@ manage.py:12") == [
+        {"order": 1, "description": "Run it", "canonical_file": "manage.py", "canonical_line": 12}
+    ]
+    assert parse_steps(f"x{gap}@{gap}y z")[0]["description"].startswith("x")
+
+
+@pytest.mark.parametrize(
+    ("line", "heading"),
+    [("## Setup ##", "Setup"), ("# C#", "C#"), ("### Deploy   #####   ", "Deploy"), ("#  Notes", "Notes")],
+)
+def test_a_headings_closing_hashes_go_but_its_own_stay(line, heading):
+    assert parse_rules(f"{line}\n- Keep the build green.\n")[0].heading == heading
+
+
+def test_a_secret_with_slashes_is_not_taken_for_a_related_file():
+    """The rule's content was redacted, but the secret key also read as a path, and related_files
+    kept it as it was."""
+    (rule,) = parse_rules(
+        "- Set AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY before deploying.\n"
+    )
+    assert not any("wJalrXUtnFEMI" in f for f in rule.related_files)
+    assert mentioned_files("See app/models.py and docs/setup.md") == ["app/models.py", "docs/setup.md"]
