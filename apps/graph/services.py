@@ -78,6 +78,22 @@ class SourceTree:
     skipped: dict[str, int] = field(default_factory=lambda: {"binary": 0, "vendored": 0, "huge": 0})
     tsconfigs: dict[str, str] = field(default_factory=dict)
     go_mod: str | None = None
+    # What exists without being indexed: source files skipped (huge, binary, long paths) and the
+    # directories not walked (vendored). A memory about them is not about a deleted file.
+    unparsed: set[str] = field(default_factory=set)
+    unwalked: list[str] = field(default_factory=list)
+    # The walk's roots ("" for all of it; `--include` names parts): what lies outside was not looked at.
+    roots: list[str] = field(default_factory=lambda: [""])
+
+    def exists(self, path: str) -> bool | None:
+        """Whether `path` is in the tree: True, False, or None when the walk did not look there."""
+        if path in self.files or path in self.unparsed:
+            return True
+        if not any(not root or path.startswith(f"{root}/") for root in self.roots):
+            return None
+        if any(path.startswith(f"{d}/") for d in self.unwalked):
+            return None
+        return False
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -87,10 +103,11 @@ def read_tree(root: str, *, include: Iterable[str] = ()) -> SourceTree:
     """Supported source files under `root` (relative posix paths), skipping vendored
     directories, binary and huge files, and names that are not UTF-8 (the database could not
     store them), and counting what was skipped."""
-    tree = SourceTree()
+    tree = SourceTree(roots=[])
     for part in include or [""]:
         start = os.path.join(root, part.strip("/"))
         rel_dir = os.path.relpath(start, root).replace(os.sep, "/")
+        tree.roots.append("" if rel_dir == "." else rel_dir)
         _walk(tree, start, "" if rel_dir == "." else rel_dir)
     return tree
 
@@ -123,19 +140,23 @@ def _walk(tree: SourceTree, directory: str, rel_dir: str) -> None:
             continue
         if len(rel) > MAX_PATH:
             tree.skip("long_path")
+            tree.unparsed.add(rel)
             continue
         with open(entry.path, "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             tree.skip("huge")
+            tree.unparsed.add(rel)
         elif b"\x00" in data[:8192]:
             tree.skip("binary")
+            tree.unparsed.add(rel)
         else:
             tree.files[rel] = data
     for entry in subdirs:
         name = entry.name
         if name in VENDORED_DIRS or name.endswith(".egg-info"):
             tree.skip("vendored")
+            tree.unwalked.append(f"{rel_dir}/{name}" if rel_dir else name)
         elif not _utf8(name):
             tree.skip("undecodable_name")
         else:
@@ -535,8 +556,8 @@ def index_directory(
     tree = read_tree(root, include=include)
     report(10)
     with _collector_paused():  # until what the index built is gone again
-        result, paths = _replace_graph(project, tree, report)
-    _memories_follow(project, paths)
+        result, _ = _replace_graph(project, tree, report)
+    _memories_follow(project, tree)
     return result
 
 
@@ -700,6 +721,13 @@ def index_changes(
         from apps.memories.services import memories_files_deleted
 
         memories_files_deleted(project=project, paths=gone)
+    back = set(changed) | set(renamed.values())
+    if back:
+        from apps.memories.services import memories_files_restored
+
+        memories_files_restored(
+            project=project, exists=lambda p: language_of(p) is None or p in all_paths, touching=back
+        )
     return result
 
 
@@ -778,19 +806,24 @@ def _recompute_closure(project: Project, descendants: set[int]) -> int:
     return _write_closure(project, sorted(file_ids), _file_forward(project))
 
 
-def _memories_follow(project: Project, files: set[str]) -> None:
-    """After a full index, memories about files that no longer exist are marked stale."""
+def _memories_follow(project: Project, tree: SourceTree) -> None:
+    """After a full index, memories about files that no longer exist are marked stale, and stale
+    ones whose files are all there again are not. Only what the walk looked at counts: a file
+    outside `--include`, or in a vendored directory, is not known to be gone."""
     from apps.memories.models import Memory
-    from apps.memories.services import memories_files_deleted
+    from apps.memories.services import memories_files_deleted, memories_files_restored
 
     referenced: set[str] = set()
     for paths in Memory.objects.filter(project=project, stale_at__isnull=True).values_list(
         "related_files", flat=True
     ):
         referenced.update(paths)
-    missing = {p for p in referenced if language_of(p) is not None and p not in files}
+    missing = {p for p in referenced if language_of(p) is not None and tree.exists(p) is False}
     if missing:
         memories_files_deleted(project=project, paths=missing)
+    memories_files_restored(
+        project=project, exists=lambda p: language_of(p) is None or tree.exists(p) is not False
+    )
 
 
 # ------------------------------------------------------------------------------- jobs

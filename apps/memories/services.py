@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -976,6 +976,26 @@ def memories_files_deleted(*, project: Project, paths: Iterable[str]) -> int:
         memory.stale_at = now
         _save_change(memory, system, "files_deleted", {"stale_at"})
     return len(affected)
+
+
+@transaction.atomic
+def memories_files_restored(
+    *, project: Project, exists: Callable[[str], bool], touching: Iterable[str] | None = None
+) -> int:
+    """Stale memories of `project` (optionally only those naming a path in `touching`) whose
+    related files all exist again are fresh again: a deleted file that came back (restored,
+    re-added, renamed back) had left them out of injection for good. Returns how many."""
+    stale = Memory.objects.select_for_update().filter(project=project, stale_at__isnull=False)
+    if touching is not None:
+        stale = stale.filter(related_files__overlap=list(touching))
+    system = Principal()
+    restored = 0
+    for memory in stale.order_by("id"):
+        if all(exists(path) for path in memory.related_files):
+            memory.stale_at = None
+            _save_change(memory, system, "files_restored", {"stale_at"})
+            restored += 1
+    return restored
 
 
 # ---------------------------------------------------------------- lifecycle

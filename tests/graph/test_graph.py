@@ -112,6 +112,46 @@ def test_stale_edges_are_skipped_until_rebuilt_and_incremental_changes_update_th
     assert closure_files == {"app/api/views.py"}
 
 
+def test_a_memory_is_fresh_again_when_its_deleted_file_comes_back(alice, py_repo):
+    """Nothing ever cleared stale_at: a file deleted and then restored left its memories out of
+    injection for good."""
+    services.index_directory(alice.project, str(py_repo))
+    tests_only = make_memory(alice, content="Tests need a token.", related_files=["tests/test_views.py"])
+    both = make_memory(
+        alice,
+        content="Views and tests share a fixture.",
+        related_files=["tests/test_views.py", "app/api/urls.py"],
+    )
+    services.index_changes(alice.project, changed={}, deleted=["tests/test_views.py", "app/api/urls.py"])
+    assert Memory.objects.filter(stale_at__isnull=False).count() == 2
+    services.index_changes(
+        alice.project, changed={"tests/test_views.py": PY_REPO["tests/test_views.py"].encode()}
+    )
+    assert Memory.objects.get(id=tests_only.id).stale_at is None
+    assert Memory.objects.get(id=both.id).stale_at is not None  # (urls.py is still gone)
+    services.index_directory(alice.project, str(py_repo))  # (the whole tree, urls.py included)
+    assert Memory.objects.get(id=both.id).stale_at is None
+
+
+def test_a_full_index_marks_stale_only_what_it_looked_at_and_did_not_find(alice, py_repo):
+    """An index of `--include tests` marked memories about every other file stale, and so did a
+    vendored or oversized file, which exist but are not parsed."""
+    import os
+
+    services.index_directory(alice.project, str(py_repo))
+    views = make_memory(alice, content="Login is a POST.", related_files=["app/api/views.py"])
+    vendored = make_memory(
+        alice, content="left-pad is vendored.", related_files=["node_modules/left-pad/index.js"]
+    )
+    huge = make_memory(alice, content="The fixture file is big.", related_files=["tests/big.py"])
+    (py_repo / "tests" / "big.py").write_text("x = 1\n" * 300_000)
+    gone = make_memory(alice, content="An old test.", related_files=["tests/test_old.py"])
+    services.index_directory(alice.project, str(py_repo), include=["tests"])
+    stale = set(Memory.objects.filter(stale_at__isnull=False).values_list("id", flat=True))
+    assert stale == {gone.id}, {views.id, vendored.id, huge.id} & stale
+    assert os.path.exists(py_repo / "app" / "api" / "views.py")
+
+
 def test_renames_and_deletions_carry_memories_along(alice, py_repo):
     services.index_directory(alice.project, str(py_repo))
     moved = make_memory(
