@@ -951,11 +951,34 @@ def memories_files_renamed(*, project: Project, renames: dict[str, str]) -> int:
         moved = [renames.get(path, path) for path in memory.related_files]
         memory.related_files = list(dict.fromkeys(moved))
         _save_change(memory, system, "files_renamed", {"related_files"})
-    for old, new in renames.items():
-        MemoryRelation.objects.filter(memory__project=project, target_file_path=old).update(
-            target_file_path=new
-        )
+    # All at once, as related_files moved: one rename after another took a chain (a → b, b → c)
+    # twice and a swap (a ↔ b) both ways. A relation that lands on one its memory already has
+    # (same type, same file) goes.
+    moving = list(
+        MemoryRelation.objects.select_for_update()
+        .filter(memory__project=project, target_file_path__in=list(renames))
+        .order_by("id")
+    )
+    for relation in moving:
+        relation.target_file_path = renames[relation.target_file_path]
+    MemoryRelation.objects.bulk_update(moving, ["target_file_path"])
+    _drop_duplicate_file_relations([r.memory_id for r in moving])
     return len(affected)
+
+
+def _drop_duplicate_file_relations(memory_ids: Iterable[UUID]) -> None:
+    """Of these memories' file relations, one per (memory, type, file): the oldest."""
+    seen: set[tuple[Any, str, str]] = set()
+    extra = []
+    for relation in MemoryRelation.objects.filter(
+        memory_id__in=set(memory_ids), target_memory__isnull=True
+    ).order_by("created_at", "id"):
+        key = (relation.memory_id, relation.relation_type, relation.target_file_path)
+        if key in seen:
+            extra.append(relation.id)
+        seen.add(key)
+    if extra:
+        MemoryRelation.objects.filter(id__in=extra).delete()
 
 
 @transaction.atomic

@@ -91,6 +91,28 @@ def test_files_renamed_and_deleted(alice):
     assert gone.stale_at is not None and moved.stale_at is None
 
 
+@pytest.mark.parametrize(
+    ("renames", "relations", "expected"),
+    [
+        ({"a.py": "b.py", "b.py": "c.py"}, ["a.py"], ["b.py"]),  # a chain: a went to b, not on to c
+        ({"a.py": "b.py", "b.py": "a.py"}, ["a.py", "b.py"], ["a.py", "b.py"]),  # a swap
+        ({"a.py": "b.py"}, ["a.py", "b.py"], ["b.py"]),  # onto a file it already names: once
+    ],
+)
+def test_file_relations_follow_renames_as_related_files_do(alice, renames, relations, expected):
+    """Relations moved one rename after another: a chain took them twice, a swap put both on
+    one file, and a rename onto a named file left two identical relations."""
+    memory = make_memory(
+        alice,
+        related_files=list(relations),
+        relations=[{"relation_type": "validates", "target_file_path": p} for p in relations],
+    )
+    services.memories_files_renamed(project=alice.project, renames=renames)
+    memory.refresh_from_db()
+    assert sorted(r.target_file_path for r in memory.relations.all()) == expected
+    assert sorted(memory.related_files) == expected
+
+
 def test_the_same_relation_twice_is_stored_once(alice):
     relation = {"relation_type": "validates", "target_file_path": "a/tests.py"}
     memory = make_memory(
