@@ -1026,7 +1026,8 @@ def memories_files_restored(
 
 def memories_decay_and_prune(*, now=None) -> dict[str, int]:
     """The daily job: soft-deprecate after three half-lives unused (never pinned), hard-delete
-    30 days after deprecation unless user_verified, evict expired embedding cache rows."""
+    30 days after deprecation unless user_verified (nor pinned, nor disputed: a dispute's thread
+    is history to keep), evict expired embedding cache rows."""
     from apps.memories.models import EmbeddingCache
 
     now = now or timezone.now()
@@ -1051,10 +1052,16 @@ def memories_decay_and_prune(*, now=None) -> dict[str, int]:
             [now, now, now, MAX_HALF_LIFE_DAYS, SYSTEM.label, now],
         )
         deprecated = cursor.rowcount
+        # Locked as read: a memory restored meanwhile is not deleted after all. Kept: a pinned
+        # memory (deprecated by hand: pinning says keep it), and one with a dispute, whose thread
+        # records every step and would go with it.
         doomed = list(
-            Memory.objects.filter(
-                deprecated=True, user_verified=False, deprecated_at__lt=now - timedelta(days=30)
-            ).values_list("id", flat=True)
+            Memory.objects.select_for_update()
+            .filter(
+                deprecated=True, user_verified=False, pinned=False, deprecated_at__lt=now - timedelta(days=30)
+            )
+            .exclude(id__in=Memory.objects.filter(disputes__isnull=False).values("id"))
+            .values_list("id", flat=True)
         )
         _adjust_term_stats(doomed, -1)
         deleted = Memory.objects.filter(id__in=doomed).delete()[0] if doomed else 0

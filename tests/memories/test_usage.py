@@ -163,6 +163,24 @@ def test_the_daily_job_deprecates_by_the_usage_clock_then_deletes_after_the_grac
     assert Memory.objects.filter(id=verified.id).exists()  # user_verified: kept
 
 
+def test_the_grace_ends_in_no_deletion_for_a_pinned_or_disputed_memory(alice, bob):
+    """A dispute resolved by deprecating its memory lost its whole thread 30 days later (the
+    cascade took it), and a pinned memory deprecated by hand was deleted like any other."""
+    from apps.governance import services as governance
+
+    now = timezone.now()
+    plain = make_memory(alice, content="Deprecated, nothing else.")
+    pinned = make_memory(alice, content="Pinned, deprecated by hand.", pinned=True)
+    disputed = make_memory(alice, content="Deprecated by a dispute's resolution.")
+    governance.dispute_open(memory=disputed, actor=bob.principal, reason="It is wrong.")
+    Memory.objects.filter(id__in=[plain.id, pinned.id, disputed.id]).update(
+        deprecated=True, deprecated_at=now - timedelta(days=31)
+    )
+    assert services.memories_decay_and_prune(now=now)["deleted"] == 1
+    assert set(Memory.objects.values_list("id", flat=True)) == {pinned.id, disputed.id}
+    assert disputed.disputes.count() == 1
+
+
 def test_a_half_life_beyond_a_century_is_refused_and_cannot_stop_the_daily_job(alice, api_client):
     client = api_client(alice.key)
     url = f"projects/{alice.project.id}/memories"
