@@ -211,7 +211,7 @@ class ImportForm(forms.Form):
             if upload.size > MAX_IMPORT_BYTES:
                 raise forms.ValidationError(f"The file is larger than {MAX_IMPORT_BYTES // 1024} KB.")
             try:
-                data["text"] = upload.read().decode("utf-8")
+                data["text"] = upload.read().decode("utf-8-sig")  # (an editor's byte-order mark goes)
             except UnicodeDecodeError:
                 raise forms.ValidationError("The file is not UTF-8 text.") from None
         if not (data.get("text") or "").strip():

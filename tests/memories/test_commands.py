@@ -106,6 +106,16 @@ def test_eval_indexes_a_codebase_from_a_source_directory(tmp_path, alice):
     assert "srcpkg/core.py" in file_paths(project=alice.project)
 
 
+@pytest.mark.parametrize("size", ["0", "-3"])
+def test_reembed_refuses_a_batch_size_under_one(alice, size):
+    """0 crashed in range(); a negative size embedded nothing and said it had selected some."""
+    from django.core.management.base import CommandError
+
+    make_memory(alice)
+    with pytest.raises(CommandError, match="at least 1"):
+        call_command("reembed", "--all", "--batch-size", size)
+
+
 def test_reembed_picks_up_other_models(alice, settings, capsys):
     memory = make_memory(alice)
     Memory.objects.filter(id=memory.id).update(embedding_model="old-model")

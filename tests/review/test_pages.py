@@ -279,6 +279,20 @@ def test_import_accepts_an_uploaded_file(alice, signed_in, base):
     assert response.status_code == 200 and "Never commit .env files." in response.content.decode()
 
 
+def test_an_uploaded_file_with_a_byte_order_mark_reads_its_first_heading(alice, signed_in, base):
+    """The BOM stayed in front of "# Rules", which was then no heading but a rule of its own."""
+    upload = SimpleUploadedFile("CLAUDE.md", "\ufeff".encode() + RULES.encode(), content_type="text/plain")
+    page = (
+        signed_in(alice)
+        .post(
+            f"{base}/teach/import/",
+            {"action": "preview", "source_name": "CLAUDE.md", "upload": upload, "scope": "project"},
+        )
+        .content.decode()
+    )
+    assert "3 rules found" in page and "\ufeff" not in page
+
+
 def test_import_refuses_nothing_and_a_bad_rule_saves_nothing(alice, signed_in, base):
     client = signed_in(alice)
     empty = client.post(

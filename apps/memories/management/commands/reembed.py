@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Exists, OuterRef, Q
 
 from apps.memories.embeddings import get_provider
@@ -31,6 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=256)
 
     def handle(self, *args, all: bool, project: uuid.UUID | None, batch_size: int, **options):
+        if batch_size < 1:
+            raise CommandError("--batch-size must be at least 1.")
         provider = get_provider()
         started = time.perf_counter()
         ensure_hnsw_index(provider.dimensions, matryoshka=provider.matryoshka)
