@@ -318,6 +318,30 @@ def _sole_owner_blockers(user: User) -> list[Organization]:
     return blockers
 
 
+def _heirs_promoted(user: User, alias: str) -> int:
+    """Shared organizations the erased person is, by now, the only owner of (others left or
+    were demoted during the grace period, after the request was let through) get a new owner:
+    the highest-ranking remaining member, the longest-standing among equals. An erasure cannot
+    wait for that, and an organization without an owner could be neither exported nor deleted."""
+    from apps.tenants.services import audit_record
+
+    promoted = 0
+    for organization in _sole_owner_blockers(user):
+        others = Membership.objects.filter(organization=organization).exclude(user=user)
+        heir = min(others, key=lambda m: (-Role(m.role).rank, m.created_at, m.pk))
+        previous, heir.role = heir.role, Role.OWNER
+        heir.save(update_fields=["role"])
+        audit_record(
+            actor=Principal(),
+            action="membership.owner_on_erasure",
+            organization=organization,
+            target=heir,
+            metadata={"user_id": heir.user_id, "previous_role": previous, "erased_owner": alias},
+        )
+        promoted += 1
+    return promoted
+
+
 def account_deletion_request(*, user: User) -> User:
     blockers = _sole_owner_blockers(user)
     if blockers:
@@ -385,6 +409,7 @@ def account_hard_delete(user_id: int) -> dict[str, int] | None:
         counts["organizations"] = len(solo_orgs)
         for org in solo_orgs:
             _organization_erase(org)
+        counts["owners_promoted"] = _heirs_promoted(user, alias)
         counts["audit_rows"] = _pseudonymise_audit(user, alias)
         ApiKey.objects.filter(created_by=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
         AuditLog.objects.create(

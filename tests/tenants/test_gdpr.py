@@ -372,3 +372,20 @@ def test_deletion_schedule_is_registered(db):
     schedule = Schedule.objects.get(name="tenants.deletions")
     assert schedule.func == "apps.tenants.tasks.deletions_process_due_task"
     assert schedule.schedule_type == Schedule.DAILY
+
+
+def test_an_erasure_that_would_leave_an_organization_without_an_owner_promotes_an_heir(
+    alice, bob, person_with_role
+):
+    """The only-owner check ran at the request: an owner who asked while another owner was there,
+    and whom that owner left meanwhile, was erased with the organization left ownerless — which
+    nobody could then export or delete."""
+    co_owner = person_with_role(Role.OWNER)
+    admin = person_with_role(Role.ADMIN)
+    gdpr.account_deletion_request(user=alice.user)  # (allowed: there is another owner)
+    Membership.objects.filter(user=co_owner.user).delete()  # the other owner leaves
+    counts = gdpr.account_hard_delete(alice.user.pk)
+    assert counts["owners_promoted"] == 1
+    owners = Membership.objects.filter(organization=alice.org, role=Role.OWNER)
+    assert [m.user_id for m in owners] == [admin.user.pk]  # the highest role left, not bob (member)
+    assert AuditLog.objects.filter(action="membership.owner_on_erasure", organization=alice.org).exists()
