@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.governance.models import Dispute, DisputeComment, Notification, TrustChange
+from django.db.models import Value
+from django.db.models.functions import Replace
+
+from apps.governance.models import Dispute, DisputeComment, EntryKind, Notification, TrustChange
 
 
 def _iso(value) -> str | None:
@@ -70,6 +73,16 @@ def export_organization(organization) -> dict[str, Any]:
 
 def delete_user_data(user, alias: str) -> dict[str, int]:
     notifications, _ = Notification.objects.filter(user=user).delete()
+    # Their name (or email) was written into others' notification titles ("Bob disputed a
+    # memory…") and into an override's thread entry ("…by Bob overridden."): it goes there too.
+    names = {n for n in ((getattr(user, "name", "") or "").strip(), user.email) if n}
+    for name in names:
+        Notification.objects.filter(title__contains=name).update(
+            title=Replace("title", Value(name), Value(alias))
+        )
+        DisputeComment.objects.filter(kind=EntryKind.OVERRIDDEN, body__contains=name).update(
+            body=Replace("body", Value(name), Value(alias))
+        )
     rows = Dispute.objects.filter(opened_by=user).update(opened_by=None, opened_by_label=alias)
     rows += Dispute.objects.filter(resolved_by=user).update(resolved_by=None, resolved_by_label=alias)
     rows += DisputeComment.objects.filter(author=user).update(author=None, author_label=alias)

@@ -40,6 +40,7 @@ from apps.tenants.models import (
     Device,
     ExportFormat,
     ExportStatus,
+    Invitation,
     Membership,
     Organization,
     TeamMembership,
@@ -430,6 +431,12 @@ def _pseudonymise_audit(user: User, alias: str) -> int:
     changed += AuditLog.objects.filter(target_type="tenants.user", target_id=str(user.pk)).update(
         target_id=alias
     )
+    # Invitations to their address: the audit rows that name it, and the invitations themselves.
+    for row in AuditLog.objects.filter(metadata__email__iexact=user.email):
+        row.metadata = {**row.metadata, "email": alias}
+        row.save(update_fields=["metadata"])
+        changed += 1
+    Invitation.objects.filter(email__iexact=user.email).delete()
     return changed
 
 

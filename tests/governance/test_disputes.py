@@ -340,3 +340,32 @@ def test_notification_ids_are_json_numbers(api_client, alice):
         response = client.post("notifications/read", {"ids": ids})
         assert response.status_code == 422 and response.json()["error"]["details"][0]["loc"][-2] == "ids"
     assert Notification.objects.get(pk=item.pk).read is False
+
+
+def test_an_erased_persons_name_leaves_others_notifications_and_override_entries(
+    api_client, team, memory, signed_in
+):
+    """Erasure pseudonymised the dispute rows but left the name where it had been written into
+    text: other people's notification titles and an override's thread entry."""
+    from apps.governance.models import DisputeComment, EntryKind
+    from apps.tenants import gdpr
+
+    member, steward = team[Role.MEMBER].user, team[Role.STEWARD].user
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    dispute = Dispute.objects.get(pk=dispute_id)
+    services.dispute_resolve(
+        dispute=dispute, actor=team[Role.STEWARD].principal, resolution="reject", note=""
+    )
+    services.dispute_resolve(
+        dispute=Dispute.objects.get(pk=dispute_id),
+        actor=team[Role.OWNER].principal,
+        resolution="reject",
+        note="",
+    )
+    assert Notification.objects.filter(title__contains=member.name).exists()
+    overridden = DisputeComment.objects.get(dispute_id=dispute_id, kind=EntryKind.OVERRIDDEN)
+    assert steward.name in overridden.body
+    gdpr.account_hard_delete(member.pk)
+    gdpr.account_hard_delete(steward.pk)
+    assert not Notification.objects.filter(title__contains=member.name).exists()
+    assert steward.name not in DisputeComment.objects.get(pk=overridden.pk).body

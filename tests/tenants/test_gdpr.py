@@ -389,3 +389,19 @@ def test_an_erasure_that_would_leave_an_organization_without_an_owner_promotes_a
     owners = Membership.objects.filter(organization=alice.org, role=Role.OWNER)
     assert [m.user_id for m in owners] == [admin.user.pk]  # the highest role left, not bob (member)
     assert AuditLog.objects.filter(action="membership.owner_on_erasure", organization=alice.org).exists()
+
+
+def test_an_erased_persons_invitations_and_their_address_in_the_audit_log_go(alice, bob):
+    """The invitation row and the audit metadata of `invitation.created` kept the erased
+    person's email address."""
+    from apps.tenants.models import Invitation
+    from tests.factories import UserFactory
+
+    dana = UserFactory(email="dana@elsewhere.test")
+    services.invitation_create(
+        organization=alice.org, actor=alice.principal, email=dana.email, role=Role.MEMBER
+    )
+    assert AuditLog.objects.filter(metadata__email=dana.email).exists()
+    gdpr.account_hard_delete(dana.pk)
+    assert not Invitation.objects.filter(email__iexact=dana.email).exists()
+    assert not AuditLog.objects.filter(metadata__email__iexact=dana.email).exists()
