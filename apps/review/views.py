@@ -672,14 +672,33 @@ def teach_import(request, project):
             rules = _posted_rules(request.POST)
             if not rules:
                 raise ApiError(422, "Choose at least one rule to import.")
-            created = services.rules_import(
-                project=project, actor=request.principal, rules=rules, source_name=source_name, scope=scope
+            # As teach does: what the project already remembers word for word (a file imported
+            # twice, a rule written twice) would reach agents twice.
+            known = set(
+                memories_visible(principal=request.principal, project=project)
+                .active()
+                .filter(content__in=[r.content for r in rules if "\x00" not in r.content])  # (refused below)
+                .values_list("content", flat=True)
+            )
+            fresh = list({rule.content: rule for rule in rules if rule.content not in known}.values())
+            skipped = len(rules) - len(fresh)
+            created = (
+                services.rules_import(
+                    project=project,
+                    actor=request.principal,
+                    rules=fresh,
+                    source_name=source_name,
+                    scope=scope,
+                )
+                if fresh
+                else []
             )
         except (ApiError, ValueError, ValidationError) as exc:
             text = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
             messages.error(request, _error_text(exc) if isinstance(exc, ApiError) else text)
             return redirect(_url("teach", project) + "#import")
-        messages.success(request, f"Imported {len(created)} memories from {source_name}.")
+        note = f" {skipped} the project already remembered (or repeated) were left out." if skipped else ""
+        messages.success(request, f"Imported {len(created)} memories from {source_name}.{note}")
         return redirect(_url("memory_browser", project) + "?source=user_taught")
     form = ImportForm(request.POST, request.FILES, project=project)
     if not form.is_valid():

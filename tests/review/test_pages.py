@@ -448,3 +448,19 @@ def test_an_import_of_more_rules_than_one_save_takes_says_so_and_a_full_preview_
     response = client.post(f"{base}/teach/import/", body)
     assert response.status_code == 302, response.status_code
     assert Memory.objects.count() == 200
+
+
+def test_importing_a_file_twice_stores_its_rules_once(alice, signed_in, base):
+    """Teach refused what the project already remembered word for word; import stored it again,
+    and a rule written twice in one file twice."""
+    body = {"action": "save", "source_name": "CLAUDE.md", "scope": "project", "rule_count": "2"}
+    for i in range(2):
+        body |= {
+            f"rule-{i}-include": "1", f"rule-{i}-type": "gotcha", f"rule-{i}-heading": "",
+            f"rule-{i}-content": "Never commit .env files.", f"rule-{i}-files": "",
+        }  # fmt: skip
+    client = signed_in(alice)
+    assert client.post(f"{base}/teach/import/", body).status_code == 302
+    assert Memory.objects.count() == 1
+    again = client.post(f"{base}/teach/import/", body, follow=True).content.decode()
+    assert Memory.objects.count() == 1 and "Imported 0 memories" in again and "already remembered" in again
