@@ -21,7 +21,7 @@ from apps.graph.models import IndexJob, IndexStatus
 from apps.graph.tasks import index_job_task
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.errors import ApiError, Invalid, NotFound
+from memorysaas.errors import ApiError, Invalid, NotFound, field_errors
 from memorysaas.queue import enqueue
 from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema, parse_json
 
@@ -159,10 +159,7 @@ def _batch_job(request, project) -> IndexJob:
     try:
         body = BatchIn.model_validate(parse_json(request.body or b"null"))
     except ValidationError as exc:
-        details = [
-            {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()
-        ]
-        raise Invalid("The batch is not valid.", details=details) from None
+        raise Invalid("The batch is not valid.", details=field_errors(exc.errors())) from None
     if not (body.files or body.deleted or body.renamed):
         raise Invalid("The batch is empty: send files, deleted or renamed.")
     with transaction.atomic():

@@ -29,7 +29,7 @@ from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
 from apps.observer.scratchpad import Scratchpad
-from apps.observer.selectors import sessions_visible
+from apps.observer.selectors import _as_uuid, sessions_visible
 from apps.observer.signals import derive, parallel_conflicts
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
@@ -482,9 +482,8 @@ def context_injection_record(
     """Memories that /context packed for a session of `project` count as applied in it (each
     once). Returns the ids it newly added, or None when the session id is not one of the
     project's open sessions (which changes nothing)."""
-    try:
-        as_id = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
-    except ValueError:
+    as_id = _as_uuid(session_id)
+    if as_id is None:
         return None
     with transaction.atomic():
         session = (
@@ -506,9 +505,8 @@ def context_injection_record(
 
 def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
     """Whether `session_id` is a session of `project` in the A/B control group (served no memory)."""
-    try:
-        as_id = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
-    except ValueError:
+    as_id = _as_uuid(session_id)
+    if as_id is None:
         return False
     return Session.objects.filter(id=as_id, project=project, ab_group="control").exists()
 
