@@ -40,6 +40,18 @@ def export_user(user) -> dict[str, Any]:
             {"kind": n.kind, "title": n.title, "body": n.body, "read": n.read, "at": _iso(n.created_at)}
             for n in Notification.objects.filter(user=user).order_by("created_at")
         ],
+        "trust_changes": [
+            {
+                "project": f"{t.project.organization.slug}/{t.project.slug}",
+                "from_level": t.from_level,
+                "to_level": t.to_level,
+                "reason": t.reason,
+                "at": _iso(t.created_at),
+            }
+            for t in TrustChange.objects.filter(changed_by=user)
+            .select_related("project__organization")
+            .order_by("created_at")
+        ],
     }
 
 

@@ -8,6 +8,7 @@ history replaced by a pseudonym.
 
 from __future__ import annotations
 
+from copy import copy
 from typing import Any
 
 from apps.memories.embeddings import cache_key
@@ -80,14 +81,27 @@ def user_identifiers(user) -> list[str]:
     ]
 
 
+def _cache_keys(memories: list[Memory]) -> set[str]:
+    """The embedding cache's keys for each memory's text, now and at every version it kept (the
+    fields a version does not record are taken as they are now; a cached text that differs in
+    those too ages out of the cache within EMBEDDING_CACHE_TTL_DAYS)."""
+    keys: set[str] = set()
+    for memory in memories:
+        if not (memory.embedding_model and memory.embedding_dims):
+            continue
+        keys.add(cache_key(embedding_text(memory), memory.embedding_model, memory.embedding_dims))
+        for version in memory.versions.all():
+            then = copy(memory)
+            then.type, then.content, then.related_files = version.type, version.content, version.related_files
+            keys.add(cache_key(embedding_text(then), memory.embedding_model, memory.embedding_dims))
+    return keys
+
+
 def delete_user_data(user, alias: str) -> dict[str, int]:
-    personal = list(Memory.objects.filter(owner=user, scope=MemoryScope.PERSONAL))
-    cache_keys = [
-        cache_key(embedding_text(m), m.embedding_model, m.embedding_dims)
-        for m in personal
-        if m.embedding_model and m.embedding_dims
-    ]
-    EmbeddingCache.objects.filter(key__in=cache_keys).delete()
+    personal = list(
+        Memory.objects.filter(owner=user, scope=MemoryScope.PERSONAL).prefetch_related("versions")
+    )
+    EmbeddingCache.objects.filter(key__in=_cache_keys(personal)).delete()
     for memory in personal:
         memory_delete(memory=memory, actor=SYSTEM)
     label = f"user:{user.pk}"

@@ -126,12 +126,37 @@ def _audit_rows(queryset) -> list[dict[str, Any]]:
     ]
 
 
+def _invitations_of(user: User, emails: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The invitations they sent, and those sent to one of their addresses (or accepted by them)."""
+
+    def row(invitation: Invitation, *, to: bool) -> dict[str, Any]:
+        return {
+            "organization": invitation.organization.slug,
+            **({"email": invitation.email} if to else {}),
+            "role": invitation.role,
+            "created_at": _iso(invitation.created_at),
+            "expires_at": _iso(invitation.expires_at),
+            "accepted_at": _iso(invitation.accepted_at),
+            "revoked_at": _iso(invitation.revoked_at),
+        }
+
+    invitations = Invitation.objects.select_related("organization").order_by("created_at")
+    received = Q(accepted_by=user)
+    for email in emails:
+        received |= Q(email__iexact=email)
+    return {
+        "invitations_sent": [row(i, to=True) for i in invitations.filter(invited_by=user)],
+        "invitations_received": [row(i, to=False) for i in invitations.filter(received)],
+    }
+
+
 def user_data(user: User) -> dict[str, Any]:
     """Everything we hold about `user`, as plain JSON-ready data."""
     from allauth.account.models import EmailAddress
     from allauth.mfa.models import Authenticator
 
     memberships = Membership.objects.filter(user=user).select_related("organization")
+    addresses = list(EmailAddress.objects.filter(user=user))
     data: dict[str, Any] = {
         "profile": {
             "id": user.pk,
@@ -142,8 +167,7 @@ def user_data(user: User) -> dict[str, Any]:
             "deletion_requested_at": _iso(user.deletion_requested_at),
         },
         "email_addresses": [
-            {"email": e.email, "verified": e.verified, "primary": e.primary}
-            for e in EmailAddress.objects.filter(user=user)
+            {"email": e.email, "verified": e.verified, "primary": e.primary} for e in addresses
         ],
         "mfa": [
             {"type": a.type, "created_at": _iso(a.created_at), "last_used_at": _iso(a.last_used_at)}
@@ -176,6 +200,7 @@ def user_data(user: User) -> dict[str, Any]:
             }
             for d in Device.objects.filter(user=user)
         ],
+        **_invitations_of(user, {e.email.lower() for e in addresses} | {user.email.lower()}),
         "audit_log": _audit_rows(AuditLog.objects.filter(actor_user=user)),
     }
     data.update(_collect("export_user", user))

@@ -18,11 +18,21 @@ from django.utils import timezone
 from django_q.models import OrmQ, Task
 from django_q.signing import SignedPackage
 
+from apps.governance.services import trust_level_set
 from apps.memories.embeddings import cache_key
 from apps.memories.models import EmbeddingCache, Memory, MemoryVersion
-from apps.memories.services import embedding_text, memory_feedback
+from apps.memories.services import embedding_text, memory_feedback, memory_update
 from apps.tenants import gdpr, services
-from apps.tenants.models import ApiKey, AuditLog, DataExport, ExportStatus, Membership, Organization, User
+from apps.tenants.models import (
+    ApiKey,
+    AuditLog,
+    DataExport,
+    ExportStatus,
+    Invitation,
+    Membership,
+    Organization,
+    User,
+)
 from apps.tenants.roles import Role
 from tests.conftest import csrf_token_for
 from tests.memories.factories import make_memory
@@ -59,6 +69,17 @@ def test_json_export_holds_everything_about_me_and_no_secret(alice, session_clie
     device, device_key = services.device_register(
         organization=alice.org, actor=alice.principal, name="laptop"
     )
+    services.invitation_create(
+        organization=alice.org, actor=alice.principal, email="dora@else.test", role="member"
+    )
+    elsewhere = Organization.objects.create(name="Elsewhere", slug="elsewhere")
+    Invitation.objects.create(
+        organization=elsewhere, email="Alice@Acme.test", token_hash="x" * 64, expires_at=timezone.now()
+    )
+    Invitation.objects.create(
+        organization=elsewhere, email="carol@acme.test", token_hash="y" * 64, expires_at=timezone.now()
+    )
+    trust_level_set(project=alice.project, actor=alice.principal, level=1)
 
     client, export = _request_export(session_client, alice, "json")
     response = _download(client, export)
@@ -74,6 +95,9 @@ def test_json_export_holds_everything_about_me_and_no_secret(alice, session_clie
     assert {m["id"] for m in data["memories"]} == {str(personal.id), str(shared.id)}
     assert [f["kind"] for f in data["memory_feedback"]] == ["confirm"]
     assert [d["name"] for d in data["devices"]] == ["laptop"]
+    assert [i["email"] for i in data["invitations_sent"]] == ["dora@else.test"]
+    assert [i["organization"] for i in data["invitations_received"]] == ["elsewhere"]
+    assert [(t["from_level"], t["to_level"]) for t in data["trust_changes"]] == [(None, 1)]
     assert {"memory.created", "device.registered"} <= {row["action"] for row in data["audit_log"]}
     assert any(k["display"] == alice.api_key.display for k in data["api_keys"])
     for secret in (alice.key, device_key, alice.key.split("_")[-1]):
@@ -189,10 +213,14 @@ def _bob_with_data(bob):
 
 def test_hard_delete_erases_the_person_and_keeps_the_teams_knowledge(alice, bob, api_client):
     personal, shared = _bob_with_data(bob)
+    first_key = cache_key(embedding_text(personal), personal.embedding_model, personal.embedding_dims)
+    memory_update(memory=personal, actor=bob.principal, changes={"content": "My own note about nox."})
+    personal.refresh_from_db()
     personal_cache_key = cache_key(
         embedding_text(personal), personal.embedding_model, personal.embedding_dims
     )
-    assert EmbeddingCache.objects.filter(key=personal_cache_key).exists()
+    # Both texts were embedded: the first version's vector stays cached after the edit.
+    assert EmbeddingCache.objects.filter(key__in=[first_key, personal_cache_key]).count() == 2
     user_id, label = bob.user.pk, f"user:{bob.user.pk}"
 
     counts = gdpr.account_hard_delete(user_id)
@@ -200,7 +228,7 @@ def test_hard_delete_erases_the_person_and_keeps_the_teams_knowledge(alice, bob,
     assert counts["personal_memories"] == 1
     assert not User.objects.filter(pk=user_id).exists()
     assert not Memory.objects.filter(id=personal.id).exists()
-    assert not EmbeddingCache.objects.filter(key=personal_cache_key).exists()
+    assert not EmbeddingCache.objects.filter(key__in=[first_key, personal_cache_key]).exists()
     shared.refresh_from_db()
     assert shared.owner_id is None and shared.content == "The API rate limit is 100/min."
     alias = gdpr.pseudonym("user", user_id)
