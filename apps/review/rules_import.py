@@ -1,8 +1,9 @@
 """Turn an agent rules file (CLAUDE.md, AGENTS.md, .cursorrules) into typed memory drafts.
 
-Pure: no Django. Each top-level bullet or paragraph becomes one rule; a numbered list under a
+Pure: no Django. The file is read as CommonMark (markdown-it-py) after any YAML front matter;
+each top-level bullet, paragraph, quote or table becomes one rule; a numbered list under a
 how-to heading ("Release", "Setup", "Workflow", "How to …") becomes one workflow recipe with
-its steps; a fenced code block joins the rule before it. Types come from the words a rule uses
+its steps; a fenced code block joins the rule before it; HTML comments are skipped. Types come from the words a rule uses
 (seeds/003 §13 "Import CLAUDE.md / .cursorrules: parse rules into typed memories"), and the
 person importing sees and can change every type in a preview before anything is saved.
 """
@@ -13,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from markdown_it import MarkdownIt
 from pydantic import ValidationError
 
 from apps.memories import secrets_scan
@@ -22,11 +24,6 @@ MAX_RULES = 200
 MAX_RULE_CHARS = 4000
 MAX_STEP_CHARS = 500
 
-# (no lazy group beside a run of spaces: `(.*?)\s*#*\s*$` backtracked cubically on a heading
-# with a long run of spaces inside it, and a 2 KB paste held a worker for seconds)
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
-_BULLET = re.compile(r"^(\s*)(?:[-*+]|(\d+)[.)])\s+(.*)$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 _PATH = re.compile(
     r"(?<![\w/.:-])((?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:py|pyi|ts|tsx|js|jsx|mjs|go|rs|java|kt|rb|php|cs|c|h|cpp|"
     r"md|toml|json|ya?ml|cfg|ini|sh|sql|html|css|lock|env))(?![\w/])"
@@ -75,13 +72,6 @@ def guess_type(text: str, heading: str = "") -> str:
         if pattern.search(lowered):
             return memory_type
     return "preference"
-
-
-def _without_closing_hashes(text: str) -> str:
-    """A heading's text without its optional closing `#`s (`## Setup ##`)."""
-    text = text.strip()
-    bare = text.rstrip("#")
-    return bare.rstrip() if bare != text and (not bare or bare[-1] in " \t") else text
 
 
 def mentioned_files(text: str, limit: int = 20) -> list[str]:
@@ -167,49 +157,68 @@ class _Block:
     numbered: bool = False
 
 
+# CommonMark (setext headings, fences closed only by their own kind, HTML blocks) plus tables.
+_MARKDOWN = MarkdownIt("commonmark").enable("table")
+# YAML front matter (Cursor's .mdc rules, many AGENTS.md files): `---` on the first line, closed by
+# `---` or `...`. Not CommonMark's; read off before the parse.
+_FRONT_MATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$")
+
+
+def _without_front_matter(lines: list[str]) -> list[str]:
+    """The lines with a leading front matter blanked (so the parser's line numbers still fit)."""
+    if not lines or lines[0].rstrip() != "---":
+        return lines
+    for end in range(1, len(lines)):
+        if _FRONT_MATTER_END.match(lines[end]):
+            return [""] * (end + 1) + lines[end + 1 :]
+    return lines  # never closed: a thematic break, not front matter
+
+
 def _blocks(text: str) -> list[_Block]:
-    """Bullets, numbered items and paragraphs, each with the heading it sits under. Indented
-    lines continue the bullet above them; a fenced code block joins the block before it."""
+    """Top-level list items, paragraphs, quotes and tables, each with the heading it sits under
+    and its source lines (a nested list stays with its item). A code block joins the block before
+    it; HTML comments are left out."""
+    lines = _without_front_matter(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    tokens = _MARKDOWN.parse("\n".join(lines))
     blocks: list[_Block] = []
     heading = ""
-    current: _Block | None = None  # the block the next plain line continues
     previous: _Block | None = None  # the last block under this heading
-    fence: _Block | None = None  # the block an open code fence writes into
-    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        if fence is not None or _FENCE.match(raw):
-            if fence is None:
-                fence = previous or _Block(heading, [])
-                if fence is not previous:
-                    blocks.append(fence)
-            elif _FENCE.match(raw):
-                fence.lines.append(raw.strip())
-                previous, fence, current = fence, None, None
-                continue
-            fence.lines.append(raw.rstrip())
+    numbered = [False]  # whether each open list is ordered, outermost first
+    for position, token in enumerate(tokens):
+        if token.type in ("bullet_list_open", "ordered_list_open"):
+            numbered.append(token.type == "ordered_list_open")
+        elif token.type in ("bullet_list_close", "ordered_list_close"):
+            numbered.pop()
+        top = token.level == 0 or (token.type == "list_item_open" and token.level == 1)
+        if not top or token.map is None:
             continue
-        if not raw.strip():
-            current = None
+        source = lines[token.map[0] : token.map[1]]
+        if token.type == "heading_open":
+            heading = _clean(tokens[position + 1].content)
+            previous = None
+        elif token.type in ("fence", "code_block"):
+            code = [line.rstrip() for line in source]
+            while code and not code[-1]:
+                code.pop()
+            if previous is None:
+                previous = _Block(heading, [])
+                blocks.append(previous)
+            previous.lines.extend(code)
+        elif token.type == "html_block" and token.content.lstrip().startswith("<!--"):
             continue
-        title = _HEADING.match(raw)
-        if title:
-            heading = _clean(_without_closing_hashes(title.group(2)))
-            current = previous = None
-            continue
-        bullet = _BULLET.match(raw)
-        indented = raw[:1] in (" ", "\t")
-        if bullet and len(bullet.group(1).expandtabs()) < 2:
-            current = _Block(heading, [raw.strip()], numbered=bullet.group(2) is not None)
-        elif indented and previous is not None and _BULLET.match(previous.lines[0]):
-            previous.lines.append(raw.strip())
-            current = previous
-            continue
-        elif current is not None:
-            current.lines.append(raw.strip())
-            continue
-        else:
-            current = _Block(heading, [raw.strip()])
-        blocks.append(current)
-        previous = current
+        elif token.type in (
+            "paragraph_open",
+            "list_item_open",
+            "blockquote_open",
+            "table_open",
+            "html_block",
+        ):
+            if token.type == "blockquote_open":
+                source = [re.sub(r"^\s{0,3}>\s?", "", line) for line in source]
+            kept = [line.strip() for line in source if line.strip()]
+            if kept:
+                previous = _Block(heading, kept, numbered=token.type == "list_item_open" and numbered[-1])
+                blocks.append(previous)
     return blocks
 
 
