@@ -172,17 +172,20 @@ class ProjectQuerySet(TenantQuerySet):
         return self.filter(id=getattr(project, "id", project))
 
     def visible_to(self, principal: Principal) -> ProjectQuerySet:
-        """A key sees its org's projects (or its one project); a person sees the org's projects
-        that belong to no team or to one of their teams — admins and owners see them all."""
+        """A person sees the org's projects that belong to no team or to one of their teams —
+        admins and owners see them all. A key sees what the person it acts for sees in its org
+        (all of it when no person made it), or only its one project of those."""
+        qs = self
         if principal.api_key is not None:
             qs = self.filter(organization_id=principal.api_key.organization_id)
             if principal.project_limit is not None:
                 qs = qs.filter(id=principal.project_limit)
-            return qs
+            if principal.user is None:
+                return qs
         if not principal.roles:
             return self.none()
         wide_orgs = [org for org in principal.roles if principal.sees_all_projects_of(org)]
-        return self.filter(organization_id__in=list(principal.roles)).filter(
+        return qs.filter(organization_id__in=list(principal.roles)).filter(
             Q(organization_id__in=wide_orgs) | Q(team__isnull=True) | Q(team_id__in=list(principal.team_ids))
         )
 

@@ -33,7 +33,29 @@ class Principal:
 
     @classmethod
     def for_api_key(cls, api_key: ApiKey) -> Principal:
-        return cls(user=api_key.acting_user, api_key=api_key)
+        """A key acts as the person who made it (or whose device holds it), within its scopes:
+        with their current role and teams in the key's organization, so a demotion narrows
+        what their keys do at once. A key no person made (a deleted creator's) keeps its scopes."""
+        from apps.tenants.models import Membership, TeamMembership
+
+        user = api_key.acting_user
+        if user is None:
+            return cls(api_key=api_key)
+        org_id = api_key.organization_id
+        role = (
+            Membership.objects.filter(user=user, organization_id=org_id)
+            .values_list("role", flat=True)
+            .first()
+        )
+        team_ids = TeamMembership.objects.filter(user=user, team__organization_id=org_id).values_list(
+            "team_id", flat=True
+        )
+        return cls(
+            user=user,
+            api_key=api_key,
+            roles={org_id: Role(role)} if role is not None else {},
+            team_ids=frozenset(team_ids) if role is not None else frozenset(),
+        )
 
     @property
     def org_ids(self) -> frozenset[UUID]:
@@ -57,9 +79,14 @@ class Principal:
         return self.roles.get(org_id)
 
     def permissions_in(self, org_id: UUID) -> frozenset[str]:
-        if self.api_key is not None:
-            return frozenset(self.api_key.scopes) if org_id == self.api_key.organization_id else frozenset()
         role = self.roles.get(org_id)
+        if self.api_key is not None:
+            if org_id != self.api_key.organization_id:
+                return frozenset()
+            scopes = frozenset(self.api_key.scopes)
+            if self.user is None:
+                return scopes
+            return scopes & permissions_for_role(role) if role is not None else frozenset()
         return permissions_for_role(role) if role is not None else frozenset()
 
     def has(self, org_id: UUID, permission: str) -> bool:
@@ -67,7 +94,7 @@ class Principal:
 
     def sees_all_projects_of(self, org_id: UUID) -> bool:
         role = self.roles.get(org_id)
-        return self.api_key is None and role is not None and role.at_least(Role.ADMIN)
+        return role is not None and role.at_least(Role.ADMIN)
 
 
 SYSTEM = Principal()

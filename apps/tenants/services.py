@@ -282,6 +282,9 @@ def invitation_create(
     email = email.strip().lower()
     if Membership.objects.filter(organization=organization, user__email__iexact=email).exists():
         raise ApiError(409, f"{email} is already a member.", code="already_member")
+    # Inviting an address again sends a fresh link: the older ones stop working, so only one
+    # invitation an address holds is ever open (a spare one let a removed member walk back in).
+    _invitations_close(organization.id, [email])
     token = secrets.token_urlsafe(32)
     invitation = Invitation.objects.create(
         organization=organization,
@@ -331,6 +334,7 @@ def invitation_accept(*, token: str, user: User) -> Membership:
     invitation.accepted_at = timezone.now()
     invitation.accepted_by = user
     invitation.save(update_fields=["accepted_at", "accepted_by"])
+    _invitations_close(invitation.organization_id, [invitation.email])
     audit_record(actor=Principal(user=user), action="invitation.accepted", target=invitation)
     return membership
 
@@ -378,6 +382,8 @@ def membership_change_role(*, membership: Membership, actor: Principal, role: st
         target=membership,
         metadata={"from": old, "to": role, "user_id": membership.user_id},
     )
+    if Role(role).rank < Role(old).rank:
+        access_changed(membership.organization_id)  # their open pages and keys' sockets check again
     return membership
 
 
@@ -408,7 +414,29 @@ def membership_remove(*, membership: Membership, actor: Principal) -> None:
         metadata={"user_id": membership.user_id, "api_keys_revoked": revoked},
     )
     membership.delete()
+    # An invitation still open for them would let them back in on their own.
+    _invitations_close(membership.organization_id, _addresses_of(membership.user))
     access_changed(membership.organization_id)
+
+
+def _addresses_of(user: User) -> list[str]:
+    from allauth.account.models import EmailAddress
+
+    return [user.email, *EmailAddress.objects.filter(user=user).values_list("email", flat=True)]
+
+
+def _invitations_close(organization_id, emails: Iterable[str]) -> int:
+    """Revoke the organization's pending invitations to any of `emails` (case aside)."""
+    to = Q()
+    for email in {e.strip().lower() for e in emails if e}:
+        to |= Q(email__iexact=email)
+    if not to:
+        return 0
+    return (
+        Invitation.objects.pending()
+        .filter(to, organization_id=organization_id)
+        .update(revoked_at=timezone.now())
+    )
 
 
 DEVICE_SCOPES = (Perm.MEMORIES_READ, Perm.MEMORIES_WRITE, Perm.OBSERVER_WRITE, Perm.SYNC)

@@ -421,8 +421,9 @@ def test_scopes_and_roles_gate_sync(alice, person_with_role, api_client):
         scopes=["memories:read", "sync"],
         check_permission=False,
     )[1]
+    # a viewer may not sync (the role matrix), whatever scopes their key was given
     client = api_client(viewer_device_key)
-    assert client.get("sync/pull", {"project_id": str(alice.project.id)}).status_code == 200
+    assert client.get("sync/pull", {"project_id": str(alice.project.id)}).status_code == 403
     push(client, alice.project, [], status=403)
 
 

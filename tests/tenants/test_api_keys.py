@@ -240,3 +240,38 @@ def test_an_expiry_past_the_last_storable_year_is_refused_and_the_keys_stay_list
     assert response.status_code == 422, response.content
     assert "10000" in response.content.decode()
     assert api_client(alice.key).get(url).status_code == 200
+
+
+def test_a_key_acts_with_its_makers_current_role_and_teams(alice, person_with_role, api_client):
+    """A key carried the scopes it was made with whatever became of its maker: an admin demoted
+    to viewer kept writing memories and minting keys through it, and a member's org-wide key read
+    the projects of teams they are not on."""
+    from apps.tenants.models import Membership, Project, TeamMembership
+    from apps.tenants.roles import Role
+    from apps.tenants.services import membership_change_role
+    from tests.factories import TeamFactory
+
+    admin = person_with_role(Role.ADMIN)
+    team = TeamFactory(organization=alice.org, name="Billing")
+    billing = Project.objects.create(organization=alice.org, team=team, name="Billing", slug="billing")
+    memories = f"projects/{admin.project.id}/memories"
+    assert api_client(admin.key).post(memories, {"type": "gotcha", "content": "As admin."}).status_code == 201
+    assert api_client(admin.key).get(f"projects/{billing.id}/memories").status_code == 200
+
+    membership = Membership.objects.get(user=admin.user, organization=alice.org)
+    membership_change_role(membership=membership, actor=alice.principal, role=Role.VIEWER)
+
+    key = api_client(admin.key)
+    assert key.post(memories, {"type": "gotcha", "content": "As viewer."}).status_code == 403
+    assert (
+        key.post(f"orgs/{alice.org.slug}/api-keys", {"name": "x", "scopes": ["memories:read"]}).status_code
+        == 403
+    )
+    assert key.get(memories).status_code == 200  # what a viewer may do, the key still does
+    assert key.get(f"projects/{billing.id}/memories").status_code == 404  # not on the team
+    assert billing.id not in {p["id"] for p in key.get("projects").json()}
+    (org,) = key.get("me").json()["organizations"]
+    assert (org["role"], org["permissions"]) == ("viewer", ["memories:read"])
+
+    TeamMembership.objects.create(team=team, user=admin.user)
+    assert key.get(f"projects/{billing.id}/memories").status_code == 200
