@@ -22,6 +22,7 @@ from apps.memories.drafts import (
 from apps.memories.kinds import Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
 from apps.memories.packing import citation
+from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
@@ -112,8 +113,20 @@ class MemoryOut(OutputSchema):
         return citation(str(obj.id), obj.citation_text)
 
     @staticmethod
-    def resolve_relations(obj: Memory) -> list:
-        return list(obj.relations.all())
+    def resolve_relations(obj: Memory, context) -> list:
+        """The relations whose target the reader may see (or that point at a file): another
+        person's personal memory is not named, not even by its id."""
+        relations = list(obj.relations.all())
+        targets = {r.target_memory_id for r in relations if r.target_memory_id is not None}
+        if not targets:
+            return relations
+        principal = getattr((context or {}).get("request"), "auth", None)
+        visible = (
+            set(Memory.objects.visible_to(principal).filter(id__in=targets).values_list("id", flat=True))
+            if isinstance(principal, Principal)
+            else set()
+        )
+        return [r for r in relations if r.target_memory_id is None or r.target_memory_id in visible]
 
 
 class BatchOut(OutputSchema):

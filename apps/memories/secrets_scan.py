@@ -341,14 +341,22 @@ def redact(value: Any, found: Findings, kinds: set[str], known: frozenset[str] =
             key = redact(k, found, kinds, known)
             if key != k and key in clean:  # two secrets, one marker: keep both entries
                 key = next(f"{key} ({n})" for n in range(2, len(value) + 2) if f"{key} ({n})" not in clean)
-            held = _held_credential(k, v) if isinstance(k, str) and isinstance(v, str) else None
-            if held is not None:
-                clean[key], kind = held
-                kinds.add(kind)
-            else:
-                clean[key] = redact(v, found, kinds, known)
+            clean[key] = _redact_held(k, v, found, kinds, known)
         return clean
     return value
+
+
+def _redact_held(key: Any, value: Any, found, kinds: set[str], known: set[str]) -> Any:
+    """`value` redacted as held under `key`: a credential key's strings are credentials, and so
+    are the strings of a list under it (`{"DB_PASSWORD": ["Xy9$kLm2pQ"]}`)."""
+    if isinstance(key, str) and isinstance(value, str):
+        held = _held_credential(key, value)
+        if held is not None:
+            kinds.add(held[1])
+            return held[0]
+    if isinstance(key, str) and isinstance(value, list):
+        return [_redact_held(key, item, found, kinds, known) for item in value]
+    return redact(value, found, kinds, known)
 
 
 # Keys whose string value is a credential whatever it looks like: the key says what it holds
@@ -359,6 +367,7 @@ _CREDENTIAL_KEY = re.compile(
     r"(?:password|passwd|pwd|passphrase|secret|token|api[_-]?key|private[_-]?key|access[_-]?key|"
     r"credentials?)$"
 )
+_PASSPHRASE_KEY = re.compile(r"passphrase$")
 _AUTHORIZATION_KEY = re.compile(r"authorization$")
 # An Authorization header's value: its scheme (kept) and credentials.
 _AUTHORIZATION_VALUE = re.compile(r"(?P<scheme>[A-Za-z][\w-]*[ \t]+)?(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
@@ -374,8 +383,10 @@ def _held_credential(key: str, value: str) -> tuple[str, str] | None:
         if header is None:
             return None
         return f"{header.group('scheme') or ''}[REDACTED:authorization_token]", "authorization_token"
-    if not _CREDENTIAL_KEY.search(name) or len(value) < 4 or any(c.isspace() for c in value):
+    if not _CREDENTIAL_KEY.search(name) or len(value) < 4:
         return None
+    if any(c.isspace() for c in value.strip()) and not _PASSPHRASE_KEY.search(name):
+        return None  # prose ("use the one in the vault"); a passphrase is words, though
     if not _is_literal_credential(value, quoted=True):
         return None  # a placeholder or a reference: "<password>", "${DB_PASSWORD}"
     return "[REDACTED:password_assignment]", "password_assignment"

@@ -123,12 +123,22 @@ STEWARD_FIELDS = ("pinned", "deprecated")
 
 def steward_fields(changes: Mapping[str, Any], memory: Memory) -> list[str]:
     """The fields among `changes` that only a steward changes (`memories:review`): pinning and
-    deprecating, either way; a value the memory already has is no change."""
-    return [
+    deprecating, either way, and ending the review of a memory that waits for a steward; a value
+    the memory already has is no change."""
+    fields = [
         name
         for name in STEWARD_FIELDS
         if changes.get(name) is not None and bool(changes[name]) != getattr(memory, name)
     ]
+    if changes.get("needs_review") is False and waits_for_steward(memory):
+        fields.append("needs_review")
+    return fields
+
+
+def waits_for_steward(memory: Memory) -> bool:
+    """A memory under review because a secret was redacted from it: a steward looks at what was
+    taken out before it is cleared (a confirm or `needs_review: false` from anyone else is a 403)."""
+    return memory.needs_review and memory.secrets_redacted
 
 
 def _encode_cursor(memory: Memory) -> str:

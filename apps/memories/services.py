@@ -26,7 +26,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pydantic import ValidationError
 
-from apps.memories import secrets_scan
+from apps.memories import secrets_scan, selectors
 from apps.memories.contextual import memory_embedding_text
 from apps.memories.drafts import (
     MAX_CONTENT_CHARS,
@@ -53,7 +53,8 @@ from apps.memories.payloads import payload_text
 from apps.memories.vectors import vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
-from apps.tenants.services import audit_record
+from apps.tenants.roles import Perm
+from apps.tenants.services import audit_record, require
 from memorysaas.errors import Invalid, field_errors
 from memorysaas.realtime import publish_many
 
@@ -707,8 +708,9 @@ def _update(
     }
     # A citation made from the old content's start is made again from the new one: /context
     # would otherwise hand agents the corrected fact under the words of the wrong one. A citation
-    # someone wrote stays.
-    remake = (
+    # someone wrote stays; one cleared is made from the content, as at create.
+    cleared = "citation_text" in changes and not (changes["citation_text"] or "").strip()
+    remake = cleared or (
         "content" in changes
         and "citation_text" not in changes
         and memory.citation_text == short_citation(memory.content)
@@ -723,7 +725,7 @@ def _update(
     texts |= {k: v for k, v in changes.items() if k in ("methodology", "commit_sha", "work_unit_ref")}
     clean, kinds = _redacted_fields(texts, known=memory.secret_kinds)
     if remake:  # (from the redacted content, as at create)
-        clean["citation_text"] = short_citation(clean["content"])
+        clean["citation_text"] = short_citation(clean.get("content", memory.content))
     if "scope" in clean:
         clean["scope"] = draft.scope.value
         if clean["scope"] == MemoryScope.TEAM:
@@ -801,6 +803,8 @@ def memory_feedback(
     """
     kind = FeedbackKind(kind).value
     memory = memory_locked(memory)
+    if kind == FeedbackKind.CONFIRM and selectors.waits_for_steward(memory):
+        require(actor, memory.organization_id, Perm.MEMORIES_REVIEW)
     clean, _ = _redacted_fields({"note": note, "session_id": session_id}, model=MemoryFeedback)
     MemoryFeedback.objects.create(
         organization_id=memory.organization_id,
@@ -1053,12 +1057,16 @@ def memories_decay_and_prune(*, now=None) -> dict[str, int]:
         )
         deprecated = cursor.rowcount
         # Locked as read: a memory restored meanwhile is not deleted after all. Kept: a pinned
-        # memory (deprecated by hand: pinning says keep it), and one with a dispute, whose thread
-        # records every step and would go with it.
+        # memory (deprecated by hand: pinning says keep it), and a disputed one or one with a
+        # dispute thread (which records every step and would go with it).
         doomed = list(
             Memory.objects.select_for_update()
             .filter(
-                deprecated=True, user_verified=False, pinned=False, deprecated_at__lt=now - timedelta(days=30)
+                deprecated=True,
+                user_verified=False,
+                pinned=False,
+                disputed=False,
+                deprecated_at__lt=now - timedelta(days=30),
             )
             .exclude(id__in=Memory.objects.filter(disputes__isnull=False).values("id"))
             .values_list("id", flat=True)

@@ -154,6 +154,13 @@ def test_an_edit_or_correction_remakes_a_citation_made_from_the_content_but_keep
     assert client.get(f"memories/{made['id']}").json()["citation_text"] == "We deploy it on Mondays."
     kept = client.patch(f"memories/{titled['id']}", {"content": "Deploys run from CI, tagged."}).json()
     assert kept["citation_text"] == "deploy cadence"
+    # a citation cleared is made from the content (it was stored empty, and cited as "[Memory #…: ]")
+    cleared = client.patch(f"memories/{titled['id']}", {"citation_text": " "}).json()
+    assert cleared["citation_text"] == "Deploys run from CI, tagged."
+    both = client.patch(
+        f"memories/{titled['id']}", {"citation_text": "", "content": "Deploys run at 9."}
+    ).json()
+    assert both["citation_text"] == "Deploys run at 9."
     context = client.post(
         f"projects/{alice.project.id}/context", {"task": "when do we deploy billing"}
     ).json()
@@ -358,3 +365,45 @@ def test_json_too_deep_for_the_parser_itself_is_a_422(alice, api_client, path):
     )
     assert response.status_code == 422, response.content
     assert "nests deeper than" in response.json()["error"]["message"]
+
+
+def test_a_relation_to_someone_elses_personal_memory_is_not_shown(alice, bob, api_client):
+    """A shared memory derived from its author's personal note named the note's id to every
+    teammate (who gets 404 for the note itself)."""
+    personal = make_memory(alice, content="alice only", scope="personal", principal=alice.principal)
+    client = api_client(alice.key)
+    body = _body(
+        content="Shared, from a personal note.",
+        relations=[
+            {"relation_type": "derived_from", "target_memory_id": str(personal.id)},
+            {"relation_type": "validates", "target_file_path": "src/a.py"},
+        ],
+    )
+    shared = client.post(f"projects/{alice.project.id}/memories", body).json()
+
+    def relations(key):
+        return api_client(key).get(f"memories/{shared['id']}").json()["relations"]
+
+    assert [r["target_memory_id"] for r in relations(alice.key)] == [str(personal.id), None]
+    assert [r["target_memory_id"] for r in relations(bob.key)] == [None]
+    listed = api_client(bob.key).get(f"projects/{alice.project.id}/memories").json()["items"]
+    assert str(personal.id) not in str(listed)
+
+
+def test_a_memory_that_held_a_secret_leaves_review_only_through_a_steward(
+    alice, bob, person_with_role, api_client, session_client
+):
+    """Its review waits for a steward (README), yet any member could end it with a confirm or
+    `needs_review: false`."""
+    client = api_client(bob.key)
+    body = _body(content="Deploy with AWS key AKIAIOSFODNN7EXAMPLE set in the shell.")
+    made = client.post(f"projects/{alice.project.id}/memories", body).json()
+    assert made["needs_review"] and made["secrets_redacted"]
+    url = f"memories/{made['id']}"
+    assert client.patch(url, {"needs_review": False}).status_code == 403
+    assert client.post(f"{url}/feedback", {"kind": "confirm"}).status_code == 403
+    assert client.patch(url, {"tags": ["deploy"]}).status_code == 200  # the rest of an edit is theirs
+    assert client.get(url).json()["needs_review"] is True
+    steward = session_client(person_with_role(Role.STEWARD), enforce_csrf=False)
+    assert steward.post(f"{url}/feedback", {"kind": "confirm"}).json()["needs_review"] is False
+    assert client.post(f"{url}/feedback", {"kind": "confirm"}).status_code == 200  # nothing to end

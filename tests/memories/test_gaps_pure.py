@@ -145,6 +145,8 @@ def test_a_value_under_a_credential_key_is_redacted_whatever_it_looks_like():
         },
         "headers": {"Authorization": "Basic dXNlcjpwYXNzd29yZA==", "Accept": "application/json"},
         "secret": "kept in the vault, see the runbook",  # prose
+        "vault": {"token": ["Xy9$kLm2pQ", ["k-2f9a7c"], "${DB_PASSWORD}"]},  # a list under the key
+        "gpg_passphrase": "correct horse battery staple",  # a passphrase is words
     }
     kinds: set[str] = set()
     found = secrets_scan.plugin_findings(list(secrets_scan.strings(value)))
@@ -163,6 +165,10 @@ def test_a_value_under_a_credential_key_is_redacted_whatever_it_looks_like():
         "Accept": "application/json",
     }
     assert clean["secret"] == value["secret"]
+    assert clean["vault"] == {
+        "token": ["[REDACTED:password_assignment]", ["[REDACTED:password_assignment]"], "${DB_PASSWORD}"]
+    }
+    assert clean["gpg_passphrase"] == "[REDACTED:password_assignment]"
     assert kinds == {"password_assignment", "authorization_token"}
 
 

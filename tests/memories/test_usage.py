@@ -173,11 +173,14 @@ def test_the_grace_ends_in_no_deletion_for_a_pinned_or_disputed_memory(alice, bo
     pinned = make_memory(alice, content="Pinned, deprecated by hand.", pinned=True)
     disputed = make_memory(alice, content="Deprecated by a dispute's resolution.")
     governance.dispute_open(memory=disputed, actor=bob.principal, reason="It is wrong.")
-    Memory.objects.filter(id__in=[plain.id, pinned.id, disputed.id]).update(
+    # disputed through feedback: flagged, with no dispute thread of its own
+    flagged = make_memory(alice, content="Disputed through feedback.")
+    services.memory_feedback(memory=flagged, actor=bob.principal, kind="dispute", note="Not since 5.1.")
+    Memory.objects.filter(id__in=[plain.id, pinned.id, disputed.id, flagged.id]).update(
         deprecated=True, deprecated_at=now - timedelta(days=31)
     )
     assert services.memories_decay_and_prune(now=now)["deleted"] == 1
-    assert set(Memory.objects.values_list("id", flat=True)) == {pinned.id, disputed.id}
+    assert set(Memory.objects.values_list("id", flat=True)) == {pinned.id, disputed.id, flagged.id}
     assert disputed.disputes.count() == 1
 
 
