@@ -10,8 +10,8 @@ change feed from the saved cursor. An edit the server refuses as a conflict is k
 server's copy meanwhile. A change the server finds invalid is moved to `rejected` with the reason
 (the replica takes the server's copy back, or drops a memory it never had), and the rest syncs.
 
-The outbox holds at most one edit per memory (a second edit folds into the queued one), so it can
-be pushed in batches in any split.
+The outbox holds at most one change per memory (a second edit folds into the queued one, forgetting
+drops what was queued for the memory), so it can be pushed in batches in any split.
 
     replica = Replica("memory.db", project_id=..., dims=384)
     replica.sync(SyncClient("https://memorysaas.example", api_key))
@@ -310,6 +310,9 @@ class Replica:
         if current is None:
             return
         self._remove(memory_id)
+        # Edits queued for it go: the delete is based on the version the device saw before them,
+        # as they were. A memory the server never had leaves nothing to send.
+        self._unqueue(memory_id)
         if not memory_id.startswith(LOCAL_PREFIX):
             self._queue({"op": "delete", "id": memory_id, "base_version": current["version"]})
         self.db.commit()
@@ -339,6 +342,13 @@ class Replica:
                 return report
 
     def _push(self, client: SyncClient, report: SyncReport) -> None:
+        # A create whose memory is gone was forgotten before it ever synced (a client before
+        # `forget` dropped its queued changes left it behind): it must not bring the memory back.
+        self.db.execute(
+            "DELETE FROM outbox WHERE json_extract(change, '$.op') = 'create'"
+            " AND json_extract(change, '$.ref') NOT IN (SELECT id FROM memories)"
+        )
+        self.db.commit()
         queued = self.db.execute("SELECT n, change FROM outbox ORDER BY n").fetchall()
         for batch in _batches(queued):
             changes = [json.loads(change) for _, change in batch]
@@ -448,6 +458,10 @@ class Replica:
             self.db.execute("UPDATE outbox SET change = ? WHERE n = ?", (json.dumps(change), n))
             folded = True
         return folded
+
+    def _unqueue(self, memory_id: str) -> None:
+        for n, _ in self._queued_for(memory_id):
+            self.db.execute("DELETE FROM outbox WHERE n = ?", (n,))
 
     def _meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -208,6 +208,28 @@ def test_the_command_line_finds_a_snake_case_query_in_camel_case_content(alice, 
     assert printed.out == "" and "No memory in" in printed.err
 
 
+def test_a_memory_forgotten_before_it_ever_synced_never_reaches_the_server(alice, device):
+    replica, client = device
+    local = replica.remember(type="gotcha", content="Scratch note about zqxjk.")
+    replica.edit(local, tags=["scratch"])
+    replica.forget(local)
+    report = replica.sync(client)
+    assert report.pushed == 0 and replica.pending() == 0
+    assert not Memory.objects.filter(content__contains="zqxjk").exists()
+    assert replica.search_text("zqxjk") == [] and replica.count() == 0
+
+
+def test_a_create_left_queued_by_an_older_client_after_forget_is_dropped(alice, device):
+    replica, client = device
+    local = replica.remember(type="gotcha", content="Forgotten under the old client: zqxjk.")
+    for table in ("memories", "memories_fts"):  # what its `forget` did
+        replica.db.execute(f"DELETE FROM {table} WHERE id = ?", (local,))
+    replica.db.commit()
+    replica.sync(client)
+    assert not Memory.objects.filter(content__contains="zqxjk").exists()
+    assert replica.search_text("zqxjk") == [] and replica.pending() == 0
+
+
 def test_a_write_the_server_would_refuse_is_refused_on_the_device(alice, device):
     replica, client = device
     memory = make_memory(alice, content="Deploys go out on Tuesdays.", type="decision")
