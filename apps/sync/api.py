@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from ninja import Field, Query, Router
-from pydantic import model_validator
+from pydantic import TypeAdapter, ValidationError, model_validator
 
 from apps.memories.drafts import MemoryDraft
 from apps.memories.models import Memory
@@ -15,8 +15,8 @@ from apps.sync import selectors, services
 from apps.sync.feed import BadCursor, Cursor
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.errors import Forbidden, Invalid
-from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
+from memorysaas.errors import Forbidden, Invalid, field_errors
+from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema, refuse_unstorable
 
 router = Router(tags=["sync"])
 MAX_PUSH = 500
@@ -100,11 +100,25 @@ class DeleteChange(InputSchema):
 
 
 Change = Annotated[CreateChange | UpdateChange | DeleteChange, Field(discriminator="op")]
+_change = TypeAdapter(Change)
 
 
 class PushIn(InputSchema):
     project_id: UUID
-    changes: list[Change] = Field(max_length=MAX_PUSH)
+    changes: list[Any] = Field(
+        max_length=MAX_PUSH,
+        description="create, update or delete changes, each checked on its own: one that is not "
+        "valid comes back `invalid` and the others apply.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        """(Overrides InputSchema's: each change is checked for what cannot be stored on its own, so
+        one bad change cannot refuse the whole push.)"""
+        if isinstance(data, dict):
+            refuse_unstorable({k: v for k, v in data.items() if k != "changes"})
+        return data
 
 
 class PushOut(OutputSchema):
@@ -115,18 +129,28 @@ class PushOut(OutputSchema):
 def push(request, body: PushIn):
     """Apply a device's offline changes in order, in one transaction. Each result says
     `applied`, `merged` (a stale edit merged cleanly), `conflict` (with the server's copy;
-    nothing applied), `not_found`/`gone`, or `forbidden` (with the server's copy). A change that
-    pins or deprecates without `memories:review` applies without those fields and names them in
-    `refused`."""
+    nothing applied), `not_found`/`gone`, `forbidden` (with the server's copy), or `invalid`
+    (`message` and `details` say why; nothing of it applied, the others did; with the server's
+    copy when it names a memory the caller may see). A change that pins or deprecates without
+    `memories:review` applies without those fields and names them in `refused`."""
     principal, project = _sync_project(request, body.project_id)
     if not principal.has(project.organization_id, Perm.MEMORIES_WRITE):
         raise Forbidden("This needs the 'memories:write' permission.")
-    ids = [c.id for c in body.changes if not isinstance(c, CreateChange)]
+    parsed: list[tuple[int, CreateChange | UpdateChange | DeleteChange]] = []
+    results: dict[int, dict[str, Any]] = {}
+    for index, raw in enumerate(body.changes):
+        try:
+            parsed.append((index, _change.validate_python(raw)))
+        except ValidationError as exc:
+            results[index] = services.invalid_result(
+                _named(raw), "The change is not valid.", details=field_errors(exc.errors())
+            )
+    ids = [c.id for _, c in parsed if not isinstance(c, CreateChange)]
     visible: dict[str, Memory] = {
         str(m.id): m for m in memories_visible(principal=principal, project=project).filter(id__in=ids)
     }
     changes = []
-    for change in body.changes:
+    for _, change in parsed:
         if isinstance(change, CreateChange):
             changes.append({"op": "create", "ref": change.ref, "memory": change.memory})
         elif isinstance(change, UpdateChange):
@@ -136,6 +160,40 @@ def push(request, body: PushIn):
             )
         else:
             changes.append({"op": "delete", "id": str(change.id), "base_version": change.base_version})
-    return {
-        "results": services.push_apply(project=project, actor=principal, changes=changes, memories=visible)
+    applied = services.push_apply(project=project, actor=principal, changes=changes, memories=visible)
+    results |= {index: result for (index, _), result in zip(parsed, applied, strict=True)}
+    ordered = [results[index] for index in range(len(body.changes))]
+    return {"results": _with_server_copies(principal, project, ordered)}
+
+
+def _named(raw: Any) -> dict[str, str]:
+    """The ref or id a change that is not valid names, when it names one, for its result."""
+    if not isinstance(raw, dict):
+        return {}
+    return {key: raw[key] for key in ("ref", "id") if isinstance(raw.get(key), str) and len(raw[key]) <= 100}
+
+
+def _uuid(value: Any) -> UUID | None:
+    try:
+        return UUID(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _with_server_copies(principal, project, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An `invalid` change to a memory the caller may see carries the server's copy (as it is
+    after the push), so the device can undo the edit it could not push."""
+    named = {r["id"]: _uuid(r["id"]) for r in results if r["status"] == "invalid" and "id" in r}
+    wanted = {memory_id for memory_id in named.values() if memory_id is not None}
+    if not wanted:
+        return results
+    copies = {
+        m.id: selectors.memory_payload(m)
+        for m in memories_visible(principal=principal, project=project).filter(id__in=wanted)
     }
+    return [
+        {**r, "server": copies[named[r["id"]]]}
+        if r["status"] == "invalid" and named.get(r.get("id")) in copies
+        else r
+        for r in results
+    ]

@@ -5,7 +5,8 @@ based on an older version is merged field by field against the version it was ba
 the memory's history): list fields (tags, files, modules) are united; any other field applies if
 only the device changed it; a field both sides changed to different values is a conflict, and
 then nothing of that edit is applied — the device gets the server's copy and asks its user.
-A create carries a device-chosen `ref`, so a retried push does not create twice.
+A create carries a device-chosen `ref`, so a retried push does not create twice. A change that
+is not valid comes back `invalid` with the reason, and the rest of the push applies.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
+from memorysaas.errors import Invalid
 from memorysaas.locks import hold_until_commit
 
 UNION_FIELDS = ("tags", "related_files", "related_modules")
@@ -39,6 +41,12 @@ def _max_items(name: str) -> int:
 
 def _result(status: str, **fields: Any) -> dict[str, Any]:
     return {"status": status, **fields}
+
+
+def invalid_result(named: dict[str, str], message: str, *, details: Any = None) -> dict[str, Any]:
+    """A change that cannot apply as sent (`named`: its ref or id): nothing of it applies, and
+    the device learns why instead of the whole push being refused for it."""
+    return _result("invalid", **named, message=message, details=details)
 
 
 def _base_values(memory: Memory, base_version: int) -> dict[str, Any] | None:
@@ -157,7 +165,9 @@ def push_apply(
     *, project: Project, actor: Principal, changes: list[dict[str, Any]], memories: dict
 ) -> list[dict]:
     """Apply validated changes in order, in one transaction, each seeing what the ones before it
-    did. `memories` maps the ids the changes name to the memories the caller may touch (resolved
+    did. A change the services refuse as invalid (a scope the project cannot have, a payload that
+    does not fit the type, a relation to nothing) is undone alone and comes back `invalid`: one
+    bad change must not keep a device's other work from applying. `memories` maps the ids the changes name to the memories the caller may touch (resolved
     by the API layer, before any change applied: each is read again as it is reached).
 
     The rows a push touches are locked first, all at once and in id order: two pushes naming
@@ -188,43 +198,49 @@ def push_apply(
     # the version after this push's changes).
     own: dict[str, tuple[int, int]] = {}
     for change in changes:
-        op = change["op"]
-        if op == "create":
-            refused = []
-            if change["memory"].pinned and not may_steward(actor, project.organization_id):
-                change = {**change, "memory": change["memory"].model_copy(update={"pinned": False})}
-                refused = ["pinned"]
-            results.append(_with_refused(_create(project, actor, change), refused))
-            continue
-        memory = _current(memories.get(change["id"]))
-        seen, produced = own.get(change["id"], (None, None))
-        if memory is not None and change["base_version"] == seen and memory.version == produced:
-            change = {**change, "base_version": memory.version}
-        if memory is None:
-            status = "gone" if op == "delete" else "not_found"
-            results.append(_result(status, id=change["id"]))
-        elif op == "update":
-            # What only a steward may change is left out of the edit; the rest applies.
-            refused = (
-                [] if may_steward(actor, memory.organization_id) else steward_fields(change["fields"], memory)
-            )
-            fields = {k: v for k, v in change["fields"].items() if k not in refused}
-            if not fields:
-                results.append(_refused(memory))
-            else:
-                result = _update(memory, actor, {**change, "fields": fields})
-                if result["status"] == "applied":  # (a merge took in changes the device never saw)
-                    own[change["id"]] = (
-                        seen if seen is not None else change["base_version"],
-                        result["version"],
-                    )
-                results.append(_with_refused(result, refused))
-        elif not can_delete(actor, memory):
-            results.append(_refused(memory))
-        else:
-            results.append(_delete(memory, actor, change))
+        try:
+            with transaction.atomic():  # (a savepoint: a change that turns out invalid undoes itself)
+                results.append(_apply(project, actor, change, memories, own))
+        except Invalid as exc:
+            names = {"ref": change["ref"]} if change["op"] == "create" else {"id": change["id"]}
+            results.append(invalid_result(names, exc.message, details=exc.details))
     device_seen(actor)
     return results
+
+
+def _apply(
+    project: Project,
+    actor: Principal,
+    change: dict[str, Any],
+    memories: dict,
+    own: dict[str, tuple[int, int]],
+) -> dict[str, Any]:
+    """One change of a push (push_apply's loop body). Records in `own` the version an edit that
+    applied as sent produced."""
+    op = change["op"]
+    if op == "create":
+        refused = []
+        if change["memory"].pinned and not may_steward(actor, project.organization_id):
+            change = {**change, "memory": change["memory"].model_copy(update={"pinned": False})}
+            refused = ["pinned"]
+        return _with_refused(_create(project, actor, change), refused)
+    memory = _current(memories.get(change["id"]))
+    seen, produced = own.get(change["id"], (None, None))
+    if memory is not None and change["base_version"] == seen and memory.version == produced:
+        change = {**change, "base_version": memory.version}
+    if memory is None:
+        return _result("gone" if op == "delete" else "not_found", id=change["id"])
+    if op == "delete":
+        return _delete(memory, actor, change) if can_delete(actor, memory) else _refused(memory)
+    # What only a steward may change is left out of the edit; the rest applies.
+    refused = [] if may_steward(actor, memory.organization_id) else steward_fields(change["fields"], memory)
+    fields = {k: v for k, v in change["fields"].items() if k not in refused}
+    if not fields:
+        return _refused(memory)
+    result = _update(memory, actor, {**change, "fields": fields})
+    if result["status"] == "applied":  # (a merge took in changes the device never saw)
+        own[change["id"]] = (seen if seen is not None else change["base_version"], result["version"])
+    return _with_refused(result, refused)
 
 
 def device_seen(actor: Principal) -> None:

@@ -42,9 +42,18 @@ def main(argv: list[str] | None = None) -> int:
         report = replica.sync(SyncClient(url, key))
         print(
             f"pushed={report.pushed} pulled={report.pulled} deleted={report.deleted} conflicts={report.conflicts}"
+            f" rejected={report.rejected}"
         )
         for conflict in replica.conflicts():
             print(f"conflict {conflict['id']}: {', '.join(conflict['fields'])}")
+        for rejected in replica.rejected():
+            change = rejected["change"]
+            print(f"rejected {change.get('ref') or change.get('id')}: {rejected['reason']['message']}")
+        if report.push_error:
+            print(
+                f"push failed ({report.push_error}); {replica.pending()} changes stay queued", file=sys.stderr
+            )
+            return 1
         return 0
     found = replica.search_text(args.query)
     for memory_id in found:

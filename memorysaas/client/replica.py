@@ -7,7 +7,11 @@ server's keyword search (apps/memories/codetokens.py: `verifyJwt`, `verify_jwt` 
 the replica at once and queue a change in the outbox; `sync` pushes the outbox, then pulls the
 change feed from the saved cursor. An edit the server refuses as a conflict is kept in
 `conflicts` with both versions, for the person to decide (seeds/003 §14); the replica shows the
-server's copy meanwhile.
+server's copy meanwhile. A change the server finds invalid is moved to `rejected` with the reason
+(the replica takes the server's copy back, or drops a memory it never had), and the rest syncs.
+
+The outbox holds at most one change per memory (a second edit folds into the queued one, forgetting
+drops what was queued for the memory), so it can be pushed in batches in any split.
 
     replica = Replica("memory.db", project_id=..., dims=384)
     replica.sync(SyncClient("https://memorysaas.example", api_key))
@@ -27,8 +31,21 @@ import httpx
 import libsql
 
 from apps.memories.codetokens import analyze
+from apps.memories.kinds import normalize_type
 
 LOCAL_PREFIX = "local:"
+# Changes per push request: the server's limit (apps/sync/api.py MAX_PUSH), and a size well under
+# its request body limit (MAX_REQUEST_BYTES, 5 MiB by default).
+PUSH_BATCH = 500
+PUSH_BYTES = 1_000_000
+# What a pushed edit may change (apps/sync/api.py UpdatableFields), and the limits the server
+# checks that a device can check too (apps/memories/drafts.py MemoryDraft).
+EDITABLE = frozenset({
+    "content", "type", "tags", "related_files", "related_modules", "payload", "citation_text",
+    "confidence", "pinned", "deprecated",
+})  # fmt: skip
+MAX_CONTENT_CHARS = 4000
+MAX_ITEMS = {"tags": 30, "related_files": 100, "related_modules": 50}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memories (
@@ -55,6 +72,7 @@ CREATE TABLE IF NOT EXISTS outbox (n INTEGER PRIMARY KEY AUTOINCREMENT, change T
 CREATE TABLE IF NOT EXISTS conflicts (
     id TEXT PRIMARY KEY, fields TEXT NOT NULL, local TEXT NOT NULL, server TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS rejected (n INTEGER PRIMARY KEY, change TEXT NOT NULL, reason TEXT NOT NULL);
 """
 # The text columns hold code-aware terms (`_terms`), not the text itself. Whole identifiers keep
 # their inner separators, so those are token characters; the terms hold no other punctuation.
@@ -66,6 +84,52 @@ CREATE VIRTUAL TABLE memories_fts USING fts5(
 );
 """
 _WORD = re.compile(r"[^\W_]+")
+
+
+class InvalidChange(ValueError):
+    """An offline write the server would refuse: made on the device, it is refused there."""
+
+
+def _checked(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` of a memory as the server will take them (the type by its V5 name), or
+    InvalidChange saying what is wrong."""
+    checked = dict(fields)
+    if "type" in fields:
+        try:
+            checked["type"] = normalize_type(str(fields["type"]))
+        except ValueError:
+            raise InvalidChange(
+                f"unknown memory type {fields['type']!r}: one of the 16 V5 types (gotcha, decision, "
+                "workflow_recipe, …) or a Dex alias (pitfall, fix, convention, …)"
+            ) from None
+    if "content" in fields:
+        content = fields["content"]
+        if not isinstance(content, str) or not 1 <= len(content.strip()) <= MAX_CONTENT_CHARS:
+            raise InvalidChange(f"content must be 1 to {MAX_CONTENT_CHARS} characters")
+    for name, limit in MAX_ITEMS.items():
+        values = fields.get(name)
+        if values is None:
+            continue
+        if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+            raise InvalidChange(f"{name} must be a list of strings")
+        if len(values) > limit:
+            raise InvalidChange(f"{name} holds at most {limit} entries")
+    confidence = fields.get("confidence")
+    if confidence is not None and not (isinstance(confidence, (int, float)) and 0 <= confidence <= 1):
+        raise InvalidChange("confidence must be between 0 and 1")
+    if _has_nul(fields):
+        raise InvalidChange("a NUL (\\u0000) character cannot be stored")
+    return checked
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _terms(text: str) -> list[str]:
@@ -115,6 +179,29 @@ class SyncReport:
     conflicts: int = 0
     forbidden: int = 0  # changes the server refused, whole or in part (pinning, deprecating and
     # deleting another's memory need a steward)
+    rejected: int = 0  # changes the server found invalid: moved to `Replica.rejected()`
+    push_error: str | None = None  # why a push request failed (its changes stay queued); the
+    # pull ran all the same
+
+
+def _batches(queued: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """The queue in order, in requests of at most PUSH_BATCH changes and about PUSH_BYTES."""
+    batches: list[list[tuple[int, str]]] = []
+    size = 0
+    for row in queued:
+        if not batches or len(batches[-1]) == PUSH_BATCH or size + len(row[1]) > PUSH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(row)
+        size += len(row[1])
+    return batches
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.reason_phrase
 
 
 class Replica:
@@ -177,15 +264,26 @@ class Replica:
             for r in rows
         ]
 
+    def rejected(self) -> list[dict[str, Any]]:
+        """Changes the server found invalid, oldest first, each with the server's `reason`
+        (`message`, `details`): set aside so the rest could sync."""
+        rows = self.db.execute("SELECT n, change, reason FROM rejected ORDER BY n").fetchall()
+        return [{"n": r[0], "change": json.loads(r[1]), "reason": json.loads(r[2])} for r in rows]
+
+    def pending(self) -> int:
+        """Changes queued for the next sync."""
+        return self.db.execute("SELECT count(*) FROM outbox").fetchone()[0]
+
     # ------------------------------------------------------------------ offline writes
 
     def remember(
         self, *, type: str, content: str, tags: Sequence[str] = (), related_files: Sequence[str] = ()
     ) -> str:
+        draft = _checked(
+            {"type": type, "content": content, "tags": list(tags), "related_files": list(related_files)}
+        )
         local_id = f"{LOCAL_PREFIX}{uuid.uuid4()}"
-        self._store({"id": local_id, "type": type, "content": content, "tags": list(tags),
-                     "related_files": list(related_files), "version": 0})  # fmt: skip
-        draft = {"type": type, "content": content, "tags": list(tags), "related_files": list(related_files)}
+        self._store({**draft, "id": local_id, "version": 0})
         self._queue({"op": "create", "ref": local_id, "memory": draft})
         self.db.commit()
         return local_id
@@ -194,10 +292,14 @@ class Replica:
         current = self.get(memory_id)
         if current is None:
             raise KeyError(memory_id)
+        unknown = sorted(set(fields) - EDITABLE)
+        if unknown:
+            raise InvalidChange(f"cannot edit {', '.join(unknown)}: one of {', '.join(sorted(EDITABLE))}")
+        fields = _checked(fields)
         self._store({**current, **fields})
         if memory_id.startswith(LOCAL_PREFIX):  # not on the server yet: fold into its create
-            self._rewrite_create(memory_id, fields)
-        else:
+            self._rewrite_queued(memory_id, fields)
+        elif not self._rewrite_queued(memory_id, fields):  # (a second edit folds into the first)
             self._queue(
                 {"op": "update", "id": memory_id, "base_version": current["version"], "fields": fields}
             )
@@ -208,6 +310,9 @@ class Replica:
         if current is None:
             return
         self._remove(memory_id)
+        # Edits queued for it go: the delete is based on the version the device saw before them,
+        # as they were. A memory the server never had leaves nothing to send.
+        self._unqueue(memory_id)
         if not memory_id.startswith(LOCAL_PREFIX):
             self._queue({"op": "delete", "id": memory_id, "base_version": current["version"]})
         self.db.commit()
@@ -215,6 +320,9 @@ class Replica:
     # ------------------------------------------------------------------ sync
 
     def sync(self, client: SyncClient) -> SyncReport:
+        """Push the outbox, then pull. A push the server refuses as a whole (a key without
+        `memories:write`, a server error) leaves its changes queued and says why in
+        `push_error`: the pull runs all the same."""
         report = SyncReport()
         self._push(client, report)
         cursor = self._meta("cursor")
@@ -234,32 +342,56 @@ class Replica:
                 return report
 
     def _push(self, client: SyncClient, report: SyncReport) -> None:
-        queued = self.db.execute("SELECT n, change FROM outbox ORDER BY n").fetchall()
-        if not queued:
-            return
-        changes = [json.loads(change) for _, change in queued]
-        results = client.push(self.project_id, changes)
-        for change, result in zip(changes, results, strict=True):
-            # A change the server refused, whole or in part (pinning and deprecating are a
-            # steward's), comes with the server's copy.
-            refused = result["status"] == "forbidden" or bool(result.get("refused"))
-            report.forbidden += refused
-            if change["op"] == "create" and result["status"] == "applied":
-                self._remove(change["ref"])  # the pull brings it back under its server id
-            if refused:
-                self._store(result["server"])
-            elif result["status"] == "conflict":
-                local = self.get(change["id"]) or {}
-                self.db.execute(
-                    "INSERT OR REPLACE INTO conflicts (id, fields, local, server) VALUES (?, ?, ?, ?)",
-                    (change["id"], json.dumps(result["conflicts"]), json.dumps({**local, **change.get("fields", {})}),
-                     json.dumps(result["server"])),
-                )  # fmt: skip
-                self._store(result["server"])
-                report.conflicts += 1
-        self.db.execute("DELETE FROM outbox WHERE n <= ?", (queued[-1][0],))
-        report.pushed = len(changes)
+        # A create whose memory is gone was forgotten before it ever synced (a client before
+        # `forget` dropped its queued changes left it behind): it must not bring the memory back.
+        self.db.execute(
+            "DELETE FROM outbox WHERE json_extract(change, '$.op') = 'create'"
+            " AND json_extract(change, '$.ref') NOT IN (SELECT id FROM memories)"
+        )
         self.db.commit()
+        queued = self.db.execute("SELECT n, change FROM outbox ORDER BY n").fetchall()
+        for batch in _batches(queued):
+            changes = [json.loads(change) for _, change in batch]
+            try:
+                results = client.push(self.project_id, changes)
+            except httpx.HTTPStatusError as exc:
+                report.push_error = f"{exc.response.status_code}: {_error_message(exc.response)}"
+                return  # later changes may build on these: they wait too
+            for (n, _), change, result in zip(batch, changes, results, strict=True):
+                self._took(n, change, result, report)
+            self.db.execute("DELETE FROM outbox WHERE n <= ?", (batch[-1][0],))
+            report.pushed += len(changes)
+            self.db.commit()  # each batch is settled with its results, or not at all
+
+    def _took(self, n: int, change: dict[str, Any], result: dict[str, Any], report: SyncReport) -> None:
+        """What the server answered for one pushed change, applied to the replica."""
+        status = result["status"]
+        # A change the server refused, whole or in part (pinning and deprecating are a
+        # steward's), comes with the server's copy.
+        refused = status == "forbidden" or bool(result.get("refused"))
+        report.forbidden += refused
+        if change["op"] == "create" and status in ("applied", "invalid"):
+            self._remove(change["ref"])  # the pull brings it back under its server id (if it has one)
+        if status == "invalid":
+            reason = {"message": result.get("message", ""), "details": result.get("details")}
+            self.db.execute(
+                "INSERT OR REPLACE INTO rejected (n, change, reason) VALUES (?, ?, ?)",
+                (n, json.dumps(change), json.dumps(reason)),
+            )
+            if result.get("server"):
+                self._store(result["server"])  # the edit that could not apply is undone
+            report.rejected += 1
+        elif refused:
+            self._store(result["server"])
+        elif status == "conflict":
+            local = self.get(change["id"]) or {}
+            self.db.execute(
+                "INSERT OR REPLACE INTO conflicts (id, fields, local, server) VALUES (?, ?, ?, ?)",
+                (change["id"], json.dumps(result["conflicts"]), json.dumps({**local, **change.get("fields", {})}),
+                 json.dumps(result["server"])),
+            )  # fmt: skip
+            self._store(result["server"])
+            report.conflicts += 1
 
     # ------------------------------------------------------------------ storage
 
@@ -310,12 +442,26 @@ class Replica:
     def _queue(self, change: dict[str, Any]) -> None:
         self.db.execute("INSERT INTO outbox (change) VALUES (?)", (json.dumps(change),))
 
-    def _rewrite_create(self, ref: str, fields: dict[str, Any]) -> None:
-        for n, raw in self.db.execute("SELECT n, change FROM outbox").fetchall():
-            change = json.loads(raw)
-            if change.get("ref") == ref:
-                change["memory"].update(fields)
-                self.db.execute("UPDATE outbox SET change = ? WHERE n = ?", (json.dumps(change), n))
+    def _queued_for(self, memory_id: str) -> list[tuple[int, dict[str, Any]]]:
+        """The queued changes of one memory: its create (by the local id, its `ref`) or its edits."""
+        rows = self.db.execute("SELECT n, change FROM outbox ORDER BY n").fetchall()
+        changes = [(n, json.loads(raw)) for n, raw in rows]
+        return [(n, c) for n, c in changes if memory_id in (c.get("ref"), c.get("id"))]
+
+    def _rewrite_queued(self, memory_id: str, fields: dict[str, Any]) -> bool:
+        """Fold `fields` into the memory's queued create or edit; False when none is queued."""
+        folded = False
+        for n, change in self._queued_for(memory_id):
+            if change["op"] == "delete":
+                continue
+            change["memory" if change["op"] == "create" else "fields"].update(fields)
+            self.db.execute("UPDATE outbox SET change = ? WHERE n = ?", (json.dumps(change), n))
+            folded = True
+        return folded
+
+    def _unqueue(self, memory_id: str) -> None:
+        for n, _ in self._queued_for(memory_id):
+            self.db.execute("DELETE FROM outbox WHERE n = ?", (n,))
 
     def _meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

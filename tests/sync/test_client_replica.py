@@ -3,6 +3,7 @@ over WSGI), searching offline, and bringing offline work back — conflicts incl
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -14,6 +15,8 @@ from django.core.wsgi import get_wsgi_application
 from apps.memories.embeddings import embed_query
 from apps.memories.models import Memory
 from apps.memories.services import memory_delete, memory_update
+from apps.sync.api import MAX_PUSH
+from apps.tenants import services as tenant_services
 from memorysaas.client.replica import LOCAL_PREFIX, Replica, SyncClient
 from tests.memories.factories import make_memory
 
@@ -203,3 +206,113 @@ def test_the_command_line_finds_a_snake_case_query_in_camel_case_content(alice, 
     assert main([*args[:-1], "no_such_thing"]) == 0
     printed = capsys.readouterr()
     assert printed.out == "" and "No memory in" in printed.err
+
+
+def test_a_memory_forgotten_before_it_ever_synced_never_reaches_the_server(alice, device):
+    replica, client = device
+    local = replica.remember(type="gotcha", content="Scratch note about zqxjk.")
+    replica.edit(local, tags=["scratch"])
+    replica.forget(local)
+    report = replica.sync(client)
+    assert report.pushed == 0 and replica.pending() == 0
+    assert not Memory.objects.filter(content__contains="zqxjk").exists()
+    assert replica.search_text("zqxjk") == [] and replica.count() == 0
+
+
+def test_a_create_left_queued_by_an_older_client_after_forget_is_dropped(alice, device):
+    replica, client = device
+    local = replica.remember(type="gotcha", content="Forgotten under the old client: zqxjk.")
+    for table in ("memories", "memories_fts"):  # what its `forget` did
+        replica.db.execute(f"DELETE FROM {table} WHERE id = ?", (local,))
+    replica.db.commit()
+    replica.sync(client)
+    assert not Memory.objects.filter(content__contains="zqxjk").exists()
+    assert replica.search_text("zqxjk") == [] and replica.pending() == 0
+
+
+def test_a_write_the_server_would_refuse_is_refused_on_the_device(alice, device):
+    replica, client = device
+    memory = make_memory(alice, content="Deploys go out on Tuesdays.", type="decision")
+    replica.sync(client)
+    with pytest.raises(ValueError, match="unknown memory type 'note'"):
+        replica.remember(type="note", content="x")
+    with pytest.raises(ValueError, match="content"):
+        replica.remember(type="gotcha", content="x" * 4001)
+    with pytest.raises(ValueError, match="unknown memory type"):
+        replica.edit(str(memory.id), type="note")
+    with pytest.raises(ValueError, match="cannot edit owner"):
+        replica.edit(str(memory.id), owner=1)
+    assert replica.pending() == 0 and replica.count() == 1
+    assert replica.get(replica.remember(type="pitfall", content="Aliases are fine."))["type"] == "gotcha"
+
+
+def test_a_change_the_server_rejects_is_set_aside_and_everything_else_syncs(alice, device):
+    replica, client = device
+    dead_end = make_memory(
+        alice,
+        content="Tried caching sessions in memory.",
+        type="dead_end",
+        payload={"approach_tried": "in-memory cache", "why_it_failed": "two workers"},
+    )
+    replica.sync(client)
+    # Only the server checks a payload against its type: this one lacks `why_it_failed`.
+    replica.edit(str(dead_end.id), payload={"approach_tried": "a dict"})
+    replica.remember(type="gotcha", content="Retries need an idempotency key.")
+    # What an older client, which did not check types, may have stored and queued.
+    old = {"op": "create", "ref": "local:old", "memory": {"type": "note", "content": "Old note."}}
+    replica.db.execute("INSERT INTO memories (id, type, content) VALUES ('local:old', 'note', 'Old note.')")
+    replica.db.execute("INSERT INTO outbox (change) VALUES (?)", (json.dumps(old),))
+    replica.db.commit()
+    make_memory(alice, content="Meanwhile on the server.", type="gotcha")
+
+    report = replica.sync(client)
+    assert (report.pushed, report.rejected, report.push_error) == (3, 2, None)
+    assert Memory.objects.filter(content="Retries need an idempotency key.").exists()
+    assert replica.search_text("idempotency") and replica.search_text("Meanwhile")
+    assert replica.get(str(dead_end.id))["version"] == 1  # the server's copy is back
+    first, second = replica.rejected()
+    assert first["change"]["id"] == str(dead_end.id) and "not be valid" in first["reason"]["message"]
+    assert second["change"]["ref"] == "local:old" and second["reason"]["details"]
+    assert replica.get("local:old") is None  # the server will never have it
+    assert replica.pending() == 0
+    assert replica.sync(client).pushed == 0  # nothing is wedged, nothing is sent again
+
+
+def test_more_changes_than_one_push_takes_sync_in_batches(alice, device):
+    replica, client = device
+    shared = make_memory(alice, content="The queue retries three times.", type="gotcha")
+    replica.sync(client)
+    replica.edit(str(shared.id), content="The queue retries five times.")
+    for i in range(MAX_PUSH + 1):
+        replica.remember(type="gotcha", content=f"Offline note {i}.")
+    # A second edit of one memory goes with the first, wherever the batches split.
+    replica.edit(str(shared.id), content="The queue retries five times, with backoff.")
+
+    report = replica.sync(client)
+    assert (report.pushed, report.conflicts, report.rejected) == (MAX_PUSH + 2, 0, 0)
+    assert Memory.objects.filter(content__startswith="Offline note").count() == MAX_PUSH + 1
+    assert Memory.objects.get(id=shared.id).content == "The queue retries five times, with backoff."
+    assert replica.count() == MAX_PUSH + 2 and replica.pending() == 0
+
+
+def test_a_push_the_server_refuses_whole_keeps_its_changes_and_the_pull_still_runs(alice, tmp_path):
+    read_only = tenant_services.api_key_create(
+        organization=alice.org, actor=alice.principal, name="laptop", scopes=["memories:read", "sync"]
+    )[1]  # no `memories:write`: every push is a 403
+    client = SyncClient(
+        "http://testserver", read_only, transport=httpx.WSGITransport(app=get_wsgi_application())
+    )
+    replica = Replica(str(tmp_path / "laptop.db"), project_id=str(alice.project.id))
+    replica.remember(type="gotcha", content="Written offline with a read-only key.")
+    make_memory(alice, content="Pulled all the same.", type="gotcha")
+
+    report = replica.sync(client)
+    assert report.push_error.startswith("403") and report.pulled == 1
+    assert replica.search_text("Pulled") and replica.pending() == 1
+    assert not Memory.objects.filter(content="Written offline with a read-only key.").exists()
+
+
+def test_the_client_batches_pushes_by_the_servers_limit():
+    from memorysaas.client import replica
+
+    assert replica.PUSH_BATCH == MAX_PUSH

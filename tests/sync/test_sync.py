@@ -375,22 +375,74 @@ def test_pinning_and_deprecating_from_a_device_need_a_steward(alice, bob, api_cl
         {"op": "rename", "id": "x"},
         {"op": "update", "id": "00000000-0000-0000-0000-000000000000", "base_version": 1, "fields": {}},
         {"op": "create", "ref": "r", "memory": {"type": "no-such-type", "content": "x"}},
+        {"op": "create", "ref": "r", "memory": {"type": "gotcha", "content": "nul \u0000 inside"}},
         {
             "op": "update",
             "id": "00000000-0000-0000-0000-000000000000",
             "base_version": 1,
             "fields": {"owner": 1},
         },
+        "not a change",
     ],
 )
-def test_a_batch_with_an_invalid_change_is_refused_whole(alice, api_client, bad):
-    good = {"op": "create", "ref": "ok", "memory": {"type": "gotcha", "content": "Valid one."}}
-    response = api_client(alice.key).post(
-        "sync/push", {"project_id": str(alice.project.id), "changes": [good, bad]}
+def test_an_invalid_change_comes_back_invalid_and_the_rest_of_the_push_applies(alice, api_client, bad):
+    before = {"op": "create", "ref": "ok", "memory": {"type": "gotcha", "content": "Valid one."}}
+    after = {"op": "create", "ref": "ok2", "memory": {"type": "gotcha", "content": "Valid two."}}
+    results = push(api_client(alice.key), alice.project, [before, bad, after])["results"]
+    assert [r["status"] for r in results] == ["applied", "invalid", "applied"]
+    assert results[1]["message"] and results[1]["details"]
+    assert Memory.objects.filter(content__in=["Valid one.", "Valid two."]).count() == 2
+
+
+def test_a_change_the_services_refuse_is_undone_alone_with_the_reason_and_the_servers_copy(alice, api_client):
+    recipe = make_memory(
+        alice,
+        content="Release: tag, then publish.",
+        type="workflow_recipe",
+        payload={"task_pattern": "release", "steps": [{"order": 1, "description": "tag"}]},
     )
-    assert response.status_code == 422
-    assert response.json()["error"]["code"]
-    assert not Memory.objects.filter(content="Valid one.").exists()
+    other = make_memory(alice, content="Keep the changelog short.", type="preference")
+    changes = [
+        {"op": "update", "id": str(other.id), "base_version": 1, "fields": {"tags": ["docs"]}},
+        # a recipe's payload needs its steps: the services refuse it once the edit is merged
+        {
+            "op": "update",
+            "id": str(recipe.id),
+            "base_version": 1,
+            "fields": {"payload": {"task_pattern": "x"}},
+        },
+        {"op": "update", "id": str(other.id), "base_version": 1, "fields": {"type": "no-such-type"}},
+        # the project has no team
+        {"op": "create", "ref": "t", "memory": {"type": "gotcha", "content": "Team note.", "scope": "team"}},
+        {
+            "op": "update",
+            "id": str(other.id),
+            "base_version": 1,
+            "fields": {"content": "Keep it very short."},
+        },
+    ]
+    results = push(api_client(alice.key), alice.project, changes)["results"]
+    assert [r["status"] for r in results] == ["applied", "invalid", "invalid", "invalid", "applied"]
+    assert results[1]["id"] == str(recipe.id) and "not be valid" in results[1]["message"]
+    assert results[1]["server"]["payload"]["task_pattern"] == "release"
+    assert results[2]["server"]["version"] == 3  # as the push left it
+    assert results[3]["ref"] == "t" and results[3]["details"] == {"field": "scope"}
+    recipe.refresh_from_db()
+    other.refresh_from_db()
+    assert (recipe.version, recipe.payload["task_pattern"]) == (1, "release")
+    assert (other.type, other.tags, other.content) == ("preference", ["docs"], "Keep it very short.")
+    assert not Memory.objects.filter(content="Team note.").exists()
+
+
+def test_a_push_of_more_than_max_push_changes_is_refused_whole(alice, api_client):
+    from apps.sync.api import MAX_PUSH
+
+    changes = [
+        {"op": "create", "ref": f"r{i}", "memory": {"type": "gotcha", "content": f"Note {i}."}}
+        for i in range(MAX_PUSH + 1)
+    ]
+    push(api_client(alice.key), alice.project, changes, status=422)
+    assert not Memory.objects.filter(content="Note 0.").exists()
 
 
 def test_a_foreign_cursor_is_a_422(alice, api_client):
