@@ -553,7 +553,7 @@ def parse_git_log(text: str) -> list[list[str]]:
     commits: list[list[str]] = []
     current: list[str] | None = None
     for raw in text.splitlines():
-        line = raw.strip()
+        line = T.printable_path(raw.strip())
         if not line or raw.startswith((" ", "\t")) or line.startswith(_HEADER):
             continue
         if _COMMIT_LINE.match(line):

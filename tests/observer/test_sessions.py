@@ -861,3 +861,24 @@ def test_context_serves_only_a_running_sessions_notes(agent, alice):
     assert agent.client.post(f"projects/{alice.project.id}/context", body).json()["session_notes"] == 1
     agent.complete(session["id"])
     assert agent.client.post(f"projects/{alice.project.id}/context", body).json()["session_notes"] == 0
+
+
+# ---------------------------------------------------------------- what agents and git logs may hold
+
+
+def test_a_path_with_a_tab_in_it_is_no_session_stuck_finalizing(agent):
+    """Co-access keys join two paths with a tab: a third part made finalize raise, for good."""
+    session = agent.open()
+    agent.send(
+        session["id"],
+        [
+            {"seq": 1, "type": "tool_call", "step": 1, "tool": "Read", "args": {"file_path": "src/a\tb.py"}},
+            {"seq": 2, "type": "tool_call", "step": 2, "tool": "Read", "args": {"file_path": "src/c.py"}},
+        ],
+    )
+    agent.validate(session["id"])
+    assert agent.complete(session["id"])["status"] == "completed"
+    assert set(PatternStat.objects.filter(kind="file_access").values_list("key", flat=True)) == {
+        "src/a\ufffdb.py",
+        "src/c.py",
+    }
