@@ -574,6 +574,7 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
     """Seed co-change edges (kind `co_change`) from history, before any session exists."""
     commits = parse_git_log(log_text)
     pairs: dict[str, int] = {}
+    modules: dict[str, str] = {}  # a pair's module is its first file's, as a session's co-access
     files: dict[str, int] = {}
     used = 0
     for changed in commits:
@@ -587,6 +588,7 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
             for b in changed[i + 1 :]:
                 key = f"{a}\t{b}"
                 pairs[key] = pairs.get(key, 0) + 1
+                modules[key] = T.module_of(a)
     keys = list(pairs)
     if keys:
         with connection.cursor() as cursor:
@@ -594,10 +596,15 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
                 """
                 INSERT INTO observer_patternstat AS p (project_id, kind, key, module, session_count, total, total2,
                     directional, task_types, sessions, data, first_seen, last_seen)
-                SELECT %s, 'co_change', u.key, split_part(u.key, E'\\t', 1), 0, u.n, 0, 0, '{}', '{}', '{}', now(), now()
-                FROM unnest(%s::text[], %s::float8[]) AS u(key, n)
+                SELECT %s, 'co_change', u.key, u.module, 0, u.n, 0, 0, '{}', '{}', '{}', now(), now()
+                FROM unnest(%s::text[], %s::text[], %s::float8[]) AS u(key, module, n)
                 ON CONFLICT (project_id, kind, key) DO UPDATE SET total = EXCLUDED.total, last_seen = now()
                 """,
-                [str(project.id), [k[:700] for k in keys], [float(pairs[k]) for k in keys]],
+                [
+                    str(project.id),
+                    [k[:700] for k in keys],
+                    [modules[k] for k in keys],
+                    [float(pairs[k]) for k in keys],
+                ],
             )
     return {"commits": len(commits), "commits_used": used, "files": len(files), "edges": len(keys)}

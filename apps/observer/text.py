@@ -158,10 +158,13 @@ def printable_path(path: str) -> str:
     return _CONTROL.sub("\ufffd", path)
 
 
+MODULE_LENGTH = 300  # the module columns, and each of a memory's related_modules
+
+
 def module_of(path: str) -> str:
     """The module a file belongs to: its first two directories ("shop/orders"), "." at the root."""
     parts = path.split("/")[:-1]
-    return "/".join(parts[:2]) if parts else "."
+    return "/".join(parts[:2])[:MODULE_LENGTH] if parts else "."
 
 
 def config_kind(path: str) -> str | None:

@@ -882,3 +882,25 @@ def test_a_path_with_a_tab_in_it_is_no_session_stuck_finalizing(agent):
         "src/a\ufffdb.py",
         "src/c.py",
     }
+
+
+def test_an_edited_file_under_a_very_long_directory_is_no_session_stuck_finalizing(agent):
+    """Its module outgrew a memory's related_modules (300 characters) and finalize raised."""
+    session = agent.open(work_unit={"hierarchy": ["spec_1"], "label": "Spec 1"}, task="rename")
+    agent.send(session["id"], Trace().edit("d" * 310 + "/x.py").events)
+    agent.validate(session["id"])
+    assert agent.complete(session["id"])["status"] == "completed"
+    (outcome,) = memories(type="work_unit_outcome")
+    assert outcome.related_modules == ["d" * 300]
+
+
+def git_log(*files: str) -> str:
+    return "\n".join(["commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f", "", "    Change", "", *files])
+
+
+def test_git_log_with_a_path_longer_than_a_module_is_taken(agent):
+    """The pair's module was its whole first path, which outgrew the column: a 422."""
+    log = git_log("p/" + "q" * 310 + ".py", "r.py")
+    response = agent.client.post(f"projects/{agent.project_id}/observer/git-log", {"log": log})
+    assert response.status_code == 200, response.content
+    assert PatternStat.objects.get(kind="co_change").module == "p"
