@@ -586,7 +586,7 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
             files[f] = files.get(f, 0) + 1
         for i, a in enumerate(changed):
             for b in changed[i + 1 :]:
-                key = f"{a}\t{b}"
+                key = promotion.stored_key(f"{a}\t{b}")
                 pairs[key] = pairs.get(key, 0) + 1
                 modules[key] = T.module_of(a)
     keys = list(pairs)
@@ -600,11 +600,6 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
                 FROM unnest(%s::text[], %s::text[], %s::float8[]) AS u(key, module, n)
                 ON CONFLICT (project_id, kind, key) DO UPDATE SET total = EXCLUDED.total, last_seen = now()
                 """,
-                [
-                    str(project.id),
-                    [k[:700] for k in keys],
-                    [modules[k] for k in keys],
-                    [float(pairs[k]) for k in keys],
-                ],
+                [str(project.id), keys, [modules[k] for k in keys], [float(pairs[k]) for k in keys]],
             )
     return {"commits": len(commits), "commits_used": used, "files": len(files), "edges": len(keys)}

@@ -884,6 +884,24 @@ def test_a_path_with_a_tab_in_it_is_no_session_stuck_finalizing(agent):
     }
 
 
+def test_long_pattern_keys_alike_in_their_first_700_characters_are_counted_apart(agent):
+    """Cut to 700 characters after merging, two keys became one row twice in one upsert, and a
+    cut key never matched its signal again."""
+    a, b1, b2 = "a/" + "x" * 490 + ".py", "b/" + "y" * 300 + "1.py", "b/" + "y" * 300 + "2.py"
+    for _ in range(3):
+        session = agent.open()
+        agent.send(session["id"], Trace().read(a).read(b1).read(b2).events)
+        agent.validate(session["id"])
+        assert agent.complete(session["id"])["status"] == "completed"
+    rows = PatternStat.objects.filter(kind="co_access")
+    assert sorted(len(key) for key in rows.values_list("key", flat=True)) == [613, 700, 700]
+    assert {row.session_count for row in rows} == {3}
+    (linked,) = [row for row in rows if row.promoted_memory_id]  # (the others are near duplicates)
+    coupling = Memory.objects.get(id=linked.promoted_memory_id)
+    pair = sorted([coupling.payload["trigger_file"], *coupling.payload["dependent_files"]])
+    assert len(linked.key) == 700 and linked.key == promotion.stored_key("\t".join(pair))
+
+
 def test_an_edited_file_under_a_very_long_directory_is_no_session_stuck_finalizing(agent):
     """Its module outgrew a memory's related_modules (300 characters) and finalize raised."""
     session = agent.open(work_unit={"hierarchy": ["spec_1"], "label": "Spec 1"}, task="rename")
@@ -896,6 +914,14 @@ def test_an_edited_file_under_a_very_long_directory_is_no_session_stuck_finalizi
 
 def git_log(*files: str) -> str:
     return "\n".join(["commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f", "", "    Change", "", *files])
+
+
+def test_git_log_pairs_alike_in_their_first_700_characters_are_stored_apart(agent):
+    """Cut to 700 characters, two pairs became one row twice in one upsert: a 500."""
+    log = git_log("d/" + "a" * 250 + ".py", "e/" + "b" * 460 + "1.py", "e/" + "b" * 460 + "2.py")
+    response = agent.client.post(f"projects/{agent.project_id}/observer/git-log", {"log": log})
+    assert response.status_code == 200, response.content
+    assert response.json()["edges"] == 3 == PatternStat.objects.filter(kind="co_change").count()
 
 
 def test_git_log_with_a_path_longer_than_a_module_is_taken(agent):
