@@ -92,6 +92,31 @@ def test_a_batch_with_invalid_events_is_refused_whole_with_each_bad_item(agent):
     assert Session.objects.get(id=session["id"]).event_count == 0
 
 
+def test_a_refused_batch_for_a_session_the_caller_may_not_write_to_is_a_404_or_403(
+    agent, alice, charlie, api_client
+):
+    """The batch was checked before the session: an outsider or a read-only key learnt a 422."""
+    from uuid import uuid4
+
+    from apps.tenants.services import api_key_create
+
+    session = agent.open()
+    _, read_only = api_key_create(
+        organization=alice.org, actor=alice.principal, name="read only", scopes=["memories:read"]
+    )
+    refused = [
+        {"events": [{"seq": 1, "type": "teleport"}]},
+        {"events": [{"seq": 1, "type": "reasoning", "text": "a\u0000b"}]},
+        {"events": [{"seq": i + 1, "type": "reasoning", "text": "x"} for i in range(1001)]},
+    ]
+    for body in refused:
+        assert api_client(charlie.key).post(f"sessions/{session['id']}/events", body).status_code == 404
+        assert agent.client.post(f"sessions/{uuid4()}/events", body).status_code == 404
+        assert api_client(read_only).post(f"sessions/{session['id']}/events", body).status_code == 403
+    own = [agent.client.post(f"sessions/{session['id']}/events", body).status_code for body in refused]
+    assert own == [422, 422, 413]
+
+
 def test_a_completed_session_takes_no_more_events_and_completing_twice_changes_nothing(agent):
     session = agent.open()
     done = agent.complete(session["id"])
