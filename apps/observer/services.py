@@ -3,9 +3,10 @@ finalize (promotion), step injection bookkeeping, and git cold start.
 
 Ingest does constant work per event: accept its `seq` once, update the scratchpad, append the
 batch to the log. No LLM, no embedding, no memory is written while a session runs. The
-scratchpad lives in this process between batches (keyed by session and event count, so a
-stale copy is never used) and is checkpointed in the session row; any process rebuilds it from
-the checkpoint plus the batches logged since.
+scratchpad lives in this process between batches (keyed by session and `scratchpad_version`,
+which every write to the scratchpad advances, whichever process makes it, so a stale copy is
+never used) and is checkpointed in the session row; any process rebuilds it from the checkpoint
+plus the batches logged since.
 """
 
 from __future__ import annotations
@@ -52,14 +53,14 @@ _pads: OrderedDict[UUID, tuple[int, Scratchpad]] = OrderedDict()
 
 def _cached(session: Session) -> Scratchpad | None:
     hit = _pads.get(session.id)
-    if hit is not None and hit[0] == session.event_count:
+    if hit is not None and hit[0] == session.scratchpad_version:
         _pads.move_to_end(session.id)
         return hit[1]
     return None
 
 
 def _remember(session: Session, pad: Scratchpad) -> None:
-    _pads[session.id] = (session.event_count, pad)
+    _pads[session.id] = (session.scratchpad_version, pad)
     _pads.move_to_end(session.id)
     while len(_pads) > _CACHE_SIZE:
         _pads.popitem(last=False)
@@ -190,13 +191,15 @@ def _clean(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 _LOCK_FIELDS = ("id", "organization_id", "project_id", "status", "session_type", "event_count", "last_step",
-                "edited_files", "checkpoint_events", "checkpoint_batch")  # fmt: skip
+                "edited_files", "checkpoint_events", "checkpoint_batch", "scratchpad_version")  # fmt: skip
 _APPEND = f"""
     WITH batch AS (
         INSERT INTO {EventBatch._meta.db_table} (session_id, first_seq, last_seq, count, events, received_at)
         VALUES (%s, %s, %s, %s, %s::jsonb, now()) RETURNING id)
-    UPDATE {Session._meta.db_table} SET event_count = %s, last_step = %s, edited_files = %s::varchar[]
-    WHERE id = %s RETURNING (SELECT id FROM batch), set_config('synchronous_commit', 'off', true)
+    UPDATE {Session._meta.db_table} SET event_count = %s, last_step = %s, edited_files = %s::varchar[],
+        scratchpad_version = scratchpad_version + 1
+    WHERE id = %s
+    RETURNING (SELECT id FROM batch), scratchpad_version, set_config('synchronous_commit', 'off', true)
 """
 
 
@@ -246,7 +249,7 @@ def events_ingest(
                     cursor.execute(_APPEND, [locked.id, min(seqs), max(seqs), len(fresh), json.dumps(fresh),
                                              locked.event_count, locked.last_step, locked.edited_files,
                                              locked.id])  # fmt: skip
-                    batch_id, _ = cursor.fetchone()
+                    batch_id, locked.scratchpad_version, _ = cursor.fetchone()
                 if locked.event_count - locked.checkpoint_events >= CHECKPOINT_EVERY:
                     _checkpoint(locked, pad, batch_id)
                     locked.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch"])
@@ -309,7 +312,16 @@ def _save_checkpoint(session: Session, pad: Scratchpad) -> None:
         EventBatch.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
     )
     _checkpoint(session, pad, last)
-    session.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch", "promoted_memory_ids"])
+    session.scratchpad_version += 1  # (the row is locked)
+    session.save(
+        update_fields=[
+            "scratchpad",
+            "checkpoint_events",
+            "checkpoint_batch",
+            "scratchpad_version",
+            "promoted_memory_ids",
+        ]
+    )
     _remember(session, pad)
 
 
@@ -514,20 +526,23 @@ def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
 def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
     """Step injection gave the session these memories (and its notes up to `notes_upto`): each
     memory counts as applied in the session, and as an access (its decay clock restarts; seeds/003
-    §18: every injection is one)."""
+    §18: every injection is one). The caller holds the session row locked."""
+    pad = _cached(session)
     with connection.cursor() as cursor:
         cursor.execute(
             """
             UPDATE observer_session SET injected_memory_ids = injected_memory_ids || ARRAY(
                     SELECT m FROM unnest(%s::uuid[]) AS m WHERE NOT m = ANY(injected_memory_ids)),
-                scratchpad = jsonb_set(scratchpad, '{notes_injected}', to_jsonb(%s::int))
-            WHERE id = %s
+                scratchpad = jsonb_set(scratchpad, '{notes_injected}', to_jsonb(%s::int)),
+                scratchpad_version = scratchpad_version + 1
+            WHERE id = %s RETURNING scratchpad_version
             """,
             [[str(i) for i in memory_ids], notes_upto, str(session.id)],
         )
-    hit = _pads.get(session.id)
-    if hit is not None:
-        hit[1].notes_injected = notes_upto
+        (session.scratchpad_version,) = cursor.fetchone()
+    if pad is not None:
+        pad.notes_injected = notes_upto
+        _remember(session, pad)
     memory_services.memories_record_access(memory_ids=memory_ids)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import psycopg
 import pytest
 from django.db import transaction
@@ -68,6 +70,45 @@ def test_a_restarted_process_rebuilds_the_scratchpad_from_checkpoint_and_log(age
     agent.send(session["id"], trace.events)  # and it still knows every seq
     stored.refresh_from_db()
     assert stored.event_count == len(trace.events)
+
+
+def test_a_validation_another_process_recorded_is_never_written_over(agent, monkeypatch):
+    """A process's cached scratchpad counted as fresh while the event count matched; a validation
+    changes the scratchpad and not the count, so the other process checkpointed its copy over it."""
+    session = agent.open()
+    agent.send(session["id"], Trace().read("shop/a.py").events)
+    first_process = copy.deepcopy(services._pads)
+    agent.validate(session["id"], False, report="from the second process")
+    monkeypatch.setattr(services, "_pads", first_process)
+    assert agent.validate(session["id"], True, report="from the first process")["validations"] == 2
+    monkeypatch.setattr(services, "_pads", type(services._pads)())  # a third, with no copy at all
+    pad = services.load_scratchpad(Session.objects.get(id=session["id"]))
+    assert [v["report"] for v in pad.validations] == ["from the second process", "from the first process"]
+
+
+def test_notes_another_process_injected_are_not_injected_again(agent, monkeypatch):
+    session = agent.open()
+    agent.send(session["id"], Trace().note("gotcha", "refund webhooks retry for a day").events)
+    first_process = copy.deepcopy(services._pads)
+    url = f"sessions/{session['id']}/step-injection"
+    assert agent.client.post(url, {"step": 6}).json()["injection"]["type"] == "scratchpad_reflection"
+    monkeypatch.setattr(services, "_pads", first_process)
+    assert agent.client.post(url, {"step": 7}).json()["injection"] is None
+
+
+def test_events_another_process_took_are_not_checkpointed_over(agent, monkeypatch):
+    monkeypatch.setattr(services, "CHECKPOINT_EVERY", 2)
+    session = agent.open()
+    trace = Trace().read("shop/a.py").edit("shop/b.py").read("shop/c.py")
+    agent.send(session["id"], trace.events[:2])
+    first_process = copy.deepcopy(services._pads)
+    agent.validate(session["id"], False, report="from the second process")
+    monkeypatch.setattr(services, "_pads", first_process)
+    agent.send(session["id"], trace.events[2:])  # (a checkpoint: four events since the last)
+    monkeypatch.setattr(services, "_pads", type(services._pads)())
+    pad = services.load_scratchpad(Session.objects.get(id=session["id"]))
+    assert [v["report"] for v in pad.validations] == ["from the second process"]
+    assert list(pad.files) == ["shop/a.py", "shop/b.py", "shop/c.py"]
 
 
 def test_more_than_a_thousand_events_is_a_413(agent):
