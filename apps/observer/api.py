@@ -305,7 +305,8 @@ def sessions_validation(request, session_id: UUID, payload: ValidationIn):
 @router.post("/sessions/{session_id}/complete", response={200: SessionOut, 202: SessionOut})
 def sessions_complete(request, session_id: UUID, payload: CompleteIn):
     """Close the session. Promotion runs in the background: 202 while it runs, 200 once done
-    (`promoted_memory_ids`, `report`). Completing twice changes nothing."""
+    (`promoted_memory_ids`, `report`). Completing again changes nothing, except that a finalize
+    unfinished 30 minutes after it was queued is queued again."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
     session = services.session_complete(session=session, outcome=payload.outcome.value, steps=payload.steps)
     return Status(200 if session.status == "completed" else 202, session)

@@ -16,10 +16,12 @@ import json
 import logging
 import re
 from collections import OrderedDict
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.memories import secrets_scan
@@ -44,6 +46,11 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_EVERY = 500
 SYNTHESIS_THRESHOLDS = (5, 10, 20, 50, 100)
 MAX_COMMIT_FILES = 30
+# A finalize still unfinished this long after it was queued failed or was lost: past the queue's
+# timeout (10 minutes) and its redelivery of a lost task (15). Queued again a few times at most,
+# so a session whose finalize always fails does not cost a worker every half hour for good.
+FINALIZE_STALLED_AFTER = timedelta(minutes=30)
+MAX_FINALIZE_ATTEMPTS = 5
 _CACHE_SIZE = 512
 _pads: OrderedDict[UUID, tuple[int, Scratchpad]] = OrderedDict()
 
@@ -360,22 +367,66 @@ def _promote_incremental(session: Session, pad: Scratchpad, actor: Principal) ->
     return result
 
 
-def session_complete(*, session: Session, outcome: str, steps: int | None) -> Session:
-    """Close the session and queue its finalize (run inline when the queue is synchronous)."""
+_FINALIZE_QUEUED = ["finalize_queued_at", "finalize_attempts"]
+
+
+def _queue_finalize(session: Session) -> None:
+    """Queue the session's finalize (run inline when the queue is synchronous), noting when and
+    how often; the caller saves `_FINALIZE_QUEUED`."""
     from memorysaas.queue import enqueue
 
+    session.finalize_queued_at = timezone.now()
+    session.finalize_attempts += 1
+    enqueue("apps.observer.tasks.finalize_session", str(session.id), group="observer.finalize")
+
+
+def _stalled(sessions: QuerySet[Session], *, now: datetime) -> QuerySet[Session]:
+    return sessions.filter(
+        status=SessionStatus.FINALIZING,
+        finalize_queued_at__lt=now - FINALIZE_STALLED_AFTER,
+        finalize_attempts__lt=MAX_FINALIZE_ATTEMPTS,
+    )
+
+
+def session_complete(*, session: Session, outcome: str, steps: int | None) -> Session:
+    """Close the session and queue its finalize. Completing again changes nothing, unless its
+    finalize has stalled: then that is queued again."""
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(id=session.id)
-        if locked.status != SessionStatus.OPEN:
-            return locked  # completing twice changes nothing
-        locked.status = SessionStatus.FINALIZING
-        locked.outcome = outcome
-        locked.steps = steps
-        locked.ended_at = timezone.now()
-        locked.save(update_fields=["status", "outcome", "steps", "ended_at"])
-        enqueue("apps.observer.tasks.finalize_session", str(locked.id), group="observer.finalize")
+        if locked.status == SessionStatus.OPEN:
+            locked.status = SessionStatus.FINALIZING
+            locked.outcome = outcome
+            locked.steps = steps
+            locked.ended_at = timezone.now()
+            _queue_finalize(locked)
+            locked.save(update_fields=["status", "outcome", "steps", "ended_at", *_FINALIZE_QUEUED])
+        elif _stalled(Session.objects.filter(id=locked.id), now=timezone.now()).exists():
+            _queue_finalize(locked)
+            locked.save(update_fields=_FINALIZE_QUEUED)
     locked.refresh_from_db()
     return locked
+
+
+def sessions_finalize_stalled(*, now: datetime | None = None) -> int:
+    """Queue again the finalize of every session whose finalize has stalled (a schedule runs
+    this). A finalize running now holds its session's row, so it is passed over. Returns how many
+    were queued."""
+    with transaction.atomic():
+        stalled = list(
+            _stalled(Session.objects.all(), now=now or timezone.now())
+            .select_for_update(skip_locked=True)
+            .only("id", "finalize_queued_at", "finalize_attempts")
+        )
+        for session in stalled:
+            _queue_finalize(session)
+            session.save(update_fields=_FINALIZE_QUEUED)
+            logger.warning(
+                "Finalize of session %s had stalled; queued again (attempt %s of %s).",
+                session.id,
+                session.finalize_attempts,
+                MAX_FINALIZE_ATTEMPTS,
+            )
+    return len(stalled)
 
 
 def _actor(session: Session) -> Principal:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
+from uuid import UUID
 
 import psycopg
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
 from apps.memories.models import Memory, MemoryTokens
 from apps.observer import promotion, services
@@ -622,6 +625,65 @@ def test_a_worker_killed_mid_finalize_leaves_nothing_and_the_rerun_no_duplicate(
     finalize_session(session["id"])
     finalize_session(session["id"])
     assert len(memories()) == 2 and Session.objects.get(id=session["id"]).status == "completed"
+
+
+def failing_finalize(agent, monkeypatch, count: int) -> list[str]:
+    """Sessions completed while finalize failed (as a worker's would, on every attempt), then
+    with finalize working again; each still `finalizing`."""
+    real_store = promotion.store
+
+    def store_fails(**kwargs):
+        raise RuntimeError("the embedding provider is down")
+
+    monkeypatch.setattr(promotion, "store", store_fails)
+    ids = []
+    for _ in range(count):
+        session = agent.open()
+        agent.send(session["id"], Trace().read("a/x.py").note("gotcha", "b.py holds the config").events)
+        agent.validate(session["id"])
+        failed = agent.client.post(f"sessions/{session['id']}/complete", {"outcome": "success"})
+        assert failed.status_code == 500  # (the synchronous queue runs finalize in the request)
+        ids.append(session["id"])
+    monkeypatch.setattr(promotion, "store", real_store)
+    assert set(Session.objects.filter(id__in=ids).values_list("status", flat=True)) == {"finalizing"}
+    return ids
+
+
+def queued_minutes_ago(session_id: str, minutes: int) -> None:
+    Session.objects.filter(id=session_id).update(
+        finalize_queued_at=timezone.now() - timedelta(minutes=minutes)
+    )
+
+
+def test_completing_a_session_whose_finalize_stalled_queues_it_again(agent, monkeypatch):
+    """Once its finalize had failed, a session stayed `finalizing` for good: completing it again
+    returned at once."""
+    (session_id,) = failing_finalize(agent, monkeypatch, 1)
+    assert agent.complete(session_id)["status"] == "finalizing"  # (it may still be running)
+    queued_minutes_ago(session_id, 31)
+    done = agent.complete(session_id)
+    assert done["status"] == "completed" and len(done["promoted_memory_ids"]) == 1
+    assert Session.objects.get(id=session_id).finalize_attempts == 2
+
+
+def test_the_schedule_queues_again_each_stalled_finalize_a_few_times(agent, monkeypatch):
+    from apps.observer.tasks import finalize_stalled_task
+    from memorysaas.schedules import JOBS
+
+    assert JOBS["observer.finalize_stalled"].func == "apps.observer.tasks.finalize_stalled_task"
+    stalled, recent, given_up = failing_finalize(agent, monkeypatch, 3)
+    queued_minutes_ago(stalled, 31)
+    queued_minutes_ago(given_up, 31)
+    Session.objects.filter(id=given_up).update(finalize_attempts=services.MAX_FINALIZE_ATTEMPTS)
+    assert finalize_stalled_task() == {"queued": 1}
+    statuses = dict(Session.objects.filter(id__in=[stalled, recent, given_up]).values_list("id", "status"))
+    assert [statuses[UUID(i)] for i in (stalled, recent, given_up)] == [
+        "completed",
+        "finalizing",
+        "finalizing",
+    ]
+    assert len(memories()) == 1
+    assert finalize_stalled_task() == {"queued": 0}
 
 
 def test_threshold_synthesis_runs_once_at_five_sessions(agent):
