@@ -16,7 +16,7 @@ from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
-from memorysaas.errors import ApiError, error_response
+from memorysaas.errors import ApiError
 from memorysaas.jsontypes import JsonTyped
 from memorysaas.schemas import MAX_DEPTH, InputSchema, OutputSchema, QuerySchema, find_nul, find_too_deep
 
@@ -250,10 +250,8 @@ def sessions_get(request, session_id: UUID):
     return _session(request, session_id, Perm.MEMORIES_READ)
 
 
-@router.post("/sessions/{session_id}/events", response=IngestOut)
-def sessions_events(request, session_id: UUID, payload: EventsIn):
-    """Append a batch (up to 1,000 events; 413 above). Idempotent by `seq`: a retried batch
-    changes nothing. A batch with an invalid event is refused whole, with each bad item listed."""
+def _valid_events(request, payload: EventsIn) -> list[dict[str, Any]]:
+    """The batch's events, each validated, or the ApiError that refuses the whole batch."""
     if b"\\u0000" in request.body and (where := find_nul(payload.events, "events")):
         raise ApiError(422, f"{where} contains a NUL (\\u0000) character, which cannot be stored.")
     if len(payload.events) > MAX_EVENTS:
@@ -269,11 +267,25 @@ def sessions_events(request, session_id: UUID, payload: EventsIn):
                 {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()
             ]})  # fmt: skip
     if errors:
-        return error_response(422, f"{len(errors)} of {len(payload.events)} events are not valid; nothing was stored.",
-                              code="invalid_events", details=errors)  # fmt: skip
+        raise ApiError(422, f"{len(errors)} of {len(payload.events)} events are not valid; nothing was stored.",
+                       code="invalid_events", details=errors)  # fmt: skip
     for event in events:
         if event.get("memory") is not None:
             event["memory"] = dict(event["memory"])
+    return events
+
+
+@router.post("/sessions/{session_id}/events", response=IngestOut)
+def sessions_events(request, session_id: UUID, payload: EventsIn):
+    """Append a batch (up to 1,000 events; 413 above). Idempotent by `seq`: a retried batch
+    changes nothing. A batch with an invalid event is refused whole, with each bad item listed."""
+    try:
+        events = _valid_events(request, payload)
+    except ApiError:
+        # A session the caller cannot see is a 404, one it may not write to a 403, whatever the
+        # batch holds. (A valid batch is checked by ingest's locking query, not a second one.)
+        _session(request, session_id, Perm.OBSERVER_WRITE)
+        raise
     return services.events_ingest(session=session_id, events=events, principal=request.auth)
 
 
@@ -293,7 +305,8 @@ def sessions_validation(request, session_id: UUID, payload: ValidationIn):
 @router.post("/sessions/{session_id}/complete", response={200: SessionOut, 202: SessionOut})
 def sessions_complete(request, session_id: UUID, payload: CompleteIn):
     """Close the session. Promotion runs in the background: 202 while it runs, 200 once done
-    (`promoted_memory_ids`, `report`). Completing twice changes nothing."""
+    (`promoted_memory_ids`, `report`). Completing again changes nothing, except that a finalize
+    unfinished 30 minutes after it was queued is queued again."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
     session = services.session_complete(session=session, outcome=payload.outcome.value, steps=payload.steps)
     return Status(200 if session.status == "completed" else 202, session)

@@ -2,6 +2,10 @@
 
 - `Session`: one agent session: its type, methodology, work unit, A/B group, status, and the
   checkpoint of its scratchpad (`scratchpad` as of `checkpoint_events` events).
+  `scratchpad_version` counts the writes that changed the scratchpad (a batch, a validation, an
+  injection): a process's cached copy is current only while it matches. `finalize_queued_at`
+  and `finalize_attempts` say when and how often its finalize was queued, so one that failed or
+  was lost is queued again (services.sessions_finalize_stalled).
 - `EventBatch`: the append-only event log: each accepted batch is one row holding only the
   events not seen before (idempotent by `seq`). Replaying the batches after the checkpoint
   rebuilds the scratchpad exactly, so a restarted web or worker process loses nothing.
@@ -75,6 +79,7 @@ class Session(models.Model):
     scratchpad = models.JSONField(default=dict, blank=True)
     checkpoint_events = models.PositiveIntegerField(default=0)
     checkpoint_batch = models.BigIntegerField(default=0)
+    scratchpad_version = models.PositiveIntegerField(default=0)
     injected_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     promoted_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     reinforced_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
@@ -82,6 +87,8 @@ class Session(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     finalized_at = models.DateTimeField(null=True, blank=True)
+    finalize_queued_at = models.DateTimeField(null=True, blank=True)
+    finalize_attempts = models.PositiveSmallIntegerField(default=0)
 
     objects = ProjectScopedQuerySet.as_manager()
 

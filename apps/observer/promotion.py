@@ -11,6 +11,7 @@ again reinforces its memory instead of adding a duplicate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ DEAD_END_MIN_STEPS = 20
 # Signals whose cross-session tables still learn from a session that failed validation:
 # navigation, errors and costs happened whatever the outcome.
 OUTCOME_BLIND = {"file_access", "co_access", "error_retry", "context_token_spike", "step_overrun"}
+STORED_KEY_LENGTH = 700  # PatternStat.key
 
 
 @dataclass
@@ -98,13 +100,24 @@ class Result:
 # ---------------------------------------------------------------- cross-session tables
 
 
+def stored_key(key: str) -> str:
+    """A pattern's key as its PatternStat row holds it: whole when it fits, else its start and a
+    hash of all of it, so two long keys alike at the start stay two rows and each finds its row
+    again."""
+    if len(key) <= STORED_KEY_LENGTH:
+        return key
+    digest = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+    return f"{key[: STORED_KEY_LENGTH - len(digest) - 1]}\u2026{digest}"
+
+
 def _merge(signals: list[Signal]) -> list[Signal]:
-    """One signal per (kind, key): a session counts once per pattern."""
+    """One signal per (kind, stored key): a session counts once per pattern."""
     merged: dict[tuple[str, str], Signal] = {}
     for s in signals:
-        current = merged.get((s.kind, s.key))
+        row = (s.kind, stored_key(s.key))
+        current = merged.get(row)
         if current is None:
-            merged[(s.kind, s.key)] = s
+            merged[row] = s
         else:
             current.total += s.total
             current.total2 = max(current.total2, s.total2)
@@ -113,21 +126,24 @@ def _merge(signals: list[Signal]) -> list[Signal]:
 
 
 def update_stats(*, project_id: UUID, session: Session, signals: list[Signal]) -> dict[tuple[str, str], Stat]:
-    """Add this session to the frequency tables; one statement. Returns the updated rows (with
-    their merged `data` only where promotion reads it: error fingerprints' resolutions)."""
+    """Add this session to the frequency tables; one statement. Returns the updated rows by their
+    signals' (kind, key) (with their merged `data` only where promotion reads it: error
+    fingerprints' resolutions)."""
     if not signals:
         return {}
+    merged = _merge(signals)
+    keys = {(s.kind, stored_key(s.key)): s.key for s in merged}
     rows = [
         {
             "kind": s.kind,
-            "key": s.key[:700],
+            "key": stored_key(s.key),
             "module": s.module[:300],
             "total": float(s.total),
             "total2": float(s.total2),
             "directional": int(s.directional),
             "data": {k: v for k, v in s.data.items() if v not in ("", None, [], {})},
         }
-        for s in _merge(signals)
+        for s in merged
     ]
     with connection.cursor() as cursor:
         # the rows travel as one JSON document: cheaper to send than seven arrays quoted item by item
@@ -156,7 +172,9 @@ def update_stats(*, project_id: UUID, session: Session, signals: list[Signal]) -
             [str(project_id), session.session_type, str(session.id), json.dumps(rows)],
         )
         return {
-            (kind, key): Stat(count, total, total2, directional, types, sessions, _json(data), promoted)
+            (kind, keys[(kind, key)]): Stat(
+                count, total, total2, directional, types, sessions, _json(data), promoted
+            )
             for kind, key, count, total, total2, directional, types, sessions, data, promoted in cursor.fetchall()
         }
 
@@ -672,7 +690,7 @@ def _link_stats(project_id: UUID, links: list[tuple[tuple[str, str], UUID]]) -> 
             """,
             [
                 [kind for (kind, _), _ in links],
-                [key[:700] for (_, key), _ in links],
+                [stored_key(key) for (_, key), _ in links],
                 [str(memory_id) for _, memory_id in links],
                 str(project_id),
             ],

@@ -45,7 +45,7 @@ def _path_arg(args: dict[str, Any]) -> str:
     for key in ("file_path", "path", "notebook_path", "file"):
         value = args.get(key)
         if isinstance(value, str) and value:
-            path = value.replace("\\", "/")
+            path = T.printable_path(value).replace("\\", "/")
             while path.startswith("./"):
                 path = path[2:]
             return path[:500]
@@ -336,7 +336,7 @@ class Scratchpad:
                 self.globs[call[0]] = [len(files), 0, call[1]]
                 for path in files:
                     if len(self.glob_files) < MAX_FILES:
-                        self.glob_files.setdefault(path.removeprefix("./"), call[0])
+                        self.glob_files.setdefault(T.printable_path(path).removeprefix("./"), call[0])
         elif tool == "Read" and call and call[2]:
             names = set()
             for match in _IMPORT_LINE.finditer(result[:20_000]):

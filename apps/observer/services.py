@@ -3,9 +3,10 @@ finalize (promotion), step injection bookkeeping, and git cold start.
 
 Ingest does constant work per event: accept its `seq` once, update the scratchpad, append the
 batch to the log. No LLM, no embedding, no memory is written while a session runs. The
-scratchpad lives in this process between batches (keyed by session and event count, so a
-stale copy is never used) and is checkpointed in the session row; any process rebuilds it from
-the checkpoint plus the batches logged since.
+scratchpad lives in this process between batches (keyed by session and `scratchpad_version`,
+which every write to the scratchpad advances, whichever process makes it, so a stale copy is
+never used) and is checkpointed in the session row; any process rebuilds it from the checkpoint
+plus the batches logged since.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import json
 import logging
 import re
 from collections import OrderedDict
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.memories import secrets_scan
@@ -43,6 +46,11 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_EVERY = 500
 SYNTHESIS_THRESHOLDS = (5, 10, 20, 50, 100)
 MAX_COMMIT_FILES = 30
+# A finalize still unfinished this long after it was queued failed or was lost: past the queue's
+# timeout (10 minutes) and its redelivery of a lost task (15). Queued again a few times at most,
+# so a session whose finalize always fails does not cost a worker every half hour for good.
+FINALIZE_STALLED_AFTER = timedelta(minutes=30)
+MAX_FINALIZE_ATTEMPTS = 5
 _CACHE_SIZE = 512
 _pads: OrderedDict[UUID, tuple[int, Scratchpad]] = OrderedDict()
 
@@ -52,14 +60,14 @@ _pads: OrderedDict[UUID, tuple[int, Scratchpad]] = OrderedDict()
 
 def _cached(session: Session) -> Scratchpad | None:
     hit = _pads.get(session.id)
-    if hit is not None and hit[0] == session.event_count:
+    if hit is not None and hit[0] == session.scratchpad_version:
         _pads.move_to_end(session.id)
         return hit[1]
     return None
 
 
 def _remember(session: Session, pad: Scratchpad) -> None:
-    _pads[session.id] = (session.event_count, pad)
+    _pads[session.id] = (session.scratchpad_version, pad)
     _pads.move_to_end(session.id)
     while len(_pads) > _CACHE_SIZE:
         _pads.popitem(last=False)
@@ -190,13 +198,15 @@ def _clean(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 _LOCK_FIELDS = ("id", "organization_id", "project_id", "status", "session_type", "event_count", "last_step",
-                "edited_files", "checkpoint_events", "checkpoint_batch")  # fmt: skip
+                "edited_files", "checkpoint_events", "checkpoint_batch", "scratchpad_version")  # fmt: skip
 _APPEND = f"""
     WITH batch AS (
         INSERT INTO {EventBatch._meta.db_table} (session_id, first_seq, last_seq, count, events, received_at)
         VALUES (%s, %s, %s, %s, %s::jsonb, now()) RETURNING id)
-    UPDATE {Session._meta.db_table} SET event_count = %s, last_step = %s, edited_files = %s::varchar[]
-    WHERE id = %s RETURNING (SELECT id FROM batch), set_config('synchronous_commit', 'off', true)
+    UPDATE {Session._meta.db_table} SET event_count = %s, last_step = %s, edited_files = %s::varchar[],
+        scratchpad_version = scratchpad_version + 1
+    WHERE id = %s
+    RETURNING (SELECT id FROM batch), scratchpad_version, set_config('synchronous_commit', 'off', true)
 """
 
 
@@ -246,7 +256,7 @@ def events_ingest(
                     cursor.execute(_APPEND, [locked.id, min(seqs), max(seqs), len(fresh), json.dumps(fresh),
                                              locked.event_count, locked.last_step, locked.edited_files,
                                              locked.id])  # fmt: skip
-                    batch_id, _ = cursor.fetchone()
+                    batch_id, locked.scratchpad_version, _ = cursor.fetchone()
                 if locked.event_count - locked.checkpoint_events >= CHECKPOINT_EVERY:
                     _checkpoint(locked, pad, batch_id)
                     locked.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch"])
@@ -309,7 +319,16 @@ def _save_checkpoint(session: Session, pad: Scratchpad) -> None:
         EventBatch.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first() or 0
     )
     _checkpoint(session, pad, last)
-    session.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch", "promoted_memory_ids"])
+    session.scratchpad_version += 1  # (the row is locked)
+    session.save(
+        update_fields=[
+            "scratchpad",
+            "checkpoint_events",
+            "checkpoint_batch",
+            "scratchpad_version",
+            "promoted_memory_ids",
+        ]
+    )
     _remember(session, pad)
 
 
@@ -348,22 +367,66 @@ def _promote_incremental(session: Session, pad: Scratchpad, actor: Principal) ->
     return result
 
 
-def session_complete(*, session: Session, outcome: str, steps: int | None) -> Session:
-    """Close the session and queue its finalize (run inline when the queue is synchronous)."""
+_FINALIZE_QUEUED = ["finalize_queued_at", "finalize_attempts"]
+
+
+def _queue_finalize(session: Session) -> None:
+    """Queue the session's finalize (run inline when the queue is synchronous), noting when and
+    how often; the caller saves `_FINALIZE_QUEUED`."""
     from memorysaas.queue import enqueue
 
+    session.finalize_queued_at = timezone.now()
+    session.finalize_attempts += 1
+    enqueue("apps.observer.tasks.finalize_session", str(session.id), group="observer.finalize")
+
+
+def _stalled(sessions: QuerySet[Session], *, now: datetime) -> QuerySet[Session]:
+    return sessions.filter(
+        status=SessionStatus.FINALIZING,
+        finalize_queued_at__lt=now - FINALIZE_STALLED_AFTER,
+        finalize_attempts__lt=MAX_FINALIZE_ATTEMPTS,
+    )
+
+
+def session_complete(*, session: Session, outcome: str, steps: int | None) -> Session:
+    """Close the session and queue its finalize. Completing again changes nothing, unless its
+    finalize has stalled: then that is queued again."""
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(id=session.id)
-        if locked.status != SessionStatus.OPEN:
-            return locked  # completing twice changes nothing
-        locked.status = SessionStatus.FINALIZING
-        locked.outcome = outcome
-        locked.steps = steps
-        locked.ended_at = timezone.now()
-        locked.save(update_fields=["status", "outcome", "steps", "ended_at"])
-        enqueue("apps.observer.tasks.finalize_session", str(locked.id), group="observer.finalize")
+        if locked.status == SessionStatus.OPEN:
+            locked.status = SessionStatus.FINALIZING
+            locked.outcome = outcome
+            locked.steps = steps
+            locked.ended_at = timezone.now()
+            _queue_finalize(locked)
+            locked.save(update_fields=["status", "outcome", "steps", "ended_at", *_FINALIZE_QUEUED])
+        elif _stalled(Session.objects.filter(id=locked.id), now=timezone.now()).exists():
+            _queue_finalize(locked)
+            locked.save(update_fields=_FINALIZE_QUEUED)
     locked.refresh_from_db()
     return locked
+
+
+def sessions_finalize_stalled(*, now: datetime | None = None) -> int:
+    """Queue again the finalize of every session whose finalize has stalled (a schedule runs
+    this). A finalize running now holds its session's row, so it is passed over. Returns how many
+    were queued."""
+    with transaction.atomic():
+        stalled = list(
+            _stalled(Session.objects.all(), now=now or timezone.now())
+            .select_for_update(skip_locked=True)
+            .only("id", "finalize_queued_at", "finalize_attempts")
+        )
+        for session in stalled:
+            _queue_finalize(session)
+            session.save(update_fields=_FINALIZE_QUEUED)
+            logger.warning(
+                "Finalize of session %s had stalled; queued again (attempt %s of %s).",
+                session.id,
+                session.finalize_attempts,
+                MAX_FINALIZE_ATTEMPTS,
+            )
+    return len(stalled)
 
 
 def _actor(session: Session) -> Principal:
@@ -514,20 +577,23 @@ def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
 def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
     """Step injection gave the session these memories (and its notes up to `notes_upto`): each
     memory counts as applied in the session, and as an access (its decay clock restarts; seeds/003
-    §18: every injection is one)."""
+    §18: every injection is one). The caller holds the session row locked."""
+    pad = _cached(session)
     with connection.cursor() as cursor:
         cursor.execute(
             """
             UPDATE observer_session SET injected_memory_ids = injected_memory_ids || ARRAY(
                     SELECT m FROM unnest(%s::uuid[]) AS m WHERE NOT m = ANY(injected_memory_ids)),
-                scratchpad = jsonb_set(scratchpad, '{notes_injected}', to_jsonb(%s::int))
-            WHERE id = %s
+                scratchpad = jsonb_set(scratchpad, '{notes_injected}', to_jsonb(%s::int)),
+                scratchpad_version = scratchpad_version + 1
+            WHERE id = %s RETURNING scratchpad_version
             """,
             [[str(i) for i in memory_ids], notes_upto, str(session.id)],
         )
-    hit = _pads.get(session.id)
-    if hit is not None:
-        hit[1].notes_injected = notes_upto
+        (session.scratchpad_version,) = cursor.fetchone()
+    if pad is not None:
+        pad.notes_injected = notes_upto
+        _remember(session, pad)
     memory_services.memories_record_access(memory_ids=memory_ids)
 
 
@@ -553,7 +619,7 @@ def parse_git_log(text: str) -> list[list[str]]:
     commits: list[list[str]] = []
     current: list[str] | None = None
     for raw in text.splitlines():
-        line = raw.strip()
+        line = T.printable_path(raw.strip())
         if not line or raw.startswith((" ", "\t")) or line.startswith(_HEADER):
             continue
         if _COMMIT_LINE.match(line):
@@ -574,6 +640,7 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
     """Seed co-change edges (kind `co_change`) from history, before any session exists."""
     commits = parse_git_log(log_text)
     pairs: dict[str, int] = {}
+    modules: dict[str, str] = {}  # a pair's module is its first file's, as a session's co-access
     files: dict[str, int] = {}
     used = 0
     for changed in commits:
@@ -585,8 +652,9 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
             files[f] = files.get(f, 0) + 1
         for i, a in enumerate(changed):
             for b in changed[i + 1 :]:
-                key = f"{a}\t{b}"
+                key = promotion.stored_key(f"{a}\t{b}")
                 pairs[key] = pairs.get(key, 0) + 1
+                modules[key] = T.module_of(a)
     keys = list(pairs)
     if keys:
         with connection.cursor() as cursor:
@@ -594,10 +662,10 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
                 """
                 INSERT INTO observer_patternstat AS p (project_id, kind, key, module, session_count, total, total2,
                     directional, task_types, sessions, data, first_seen, last_seen)
-                SELECT %s, 'co_change', u.key, split_part(u.key, E'\\t', 1), 0, u.n, 0, 0, '{}', '{}', '{}', now(), now()
-                FROM unnest(%s::text[], %s::float8[]) AS u(key, n)
+                SELECT %s, 'co_change', u.key, u.module, 0, u.n, 0, 0, '{}', '{}', '{}', now(), now()
+                FROM unnest(%s::text[], %s::text[], %s::float8[]) AS u(key, module, n)
                 ON CONFLICT (project_id, kind, key) DO UPDATE SET total = EXCLUDED.total, last_seen = now()
                 """,
-                [str(project.id), [k[:700] for k in keys], [float(pairs[k]) for k in keys]],
+                [str(project.id), keys, [modules[k] for k in keys], [float(pairs[k]) for k in keys]],
             )
     return {"commits": len(commits), "commits_used": used, "files": len(files), "edges": len(keys)}

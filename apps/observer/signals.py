@@ -104,7 +104,10 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
     for key, (delta, a_first) in pairs[:MAX_PAIR_SIGNALS]:
         if edited and not touches_edit(key):
             continue
-        a, b = key.split("\t")
+        paths = key.split("\t")
+        if len(paths) != 2:
+            continue  # (a checkpoint from before paths lost their control characters)
+        a, b = paths
         signals.append(
             Signal("co_access", key, 0, T.module_of(a), [a, b], {"step_delta": delta},
                    total=1, total2=delta, directional=a_first)

@@ -12,6 +12,10 @@ def finalize_session(session_id: str) -> dict[str, int] | None:
     return {"created": len(result.created), "reinforced": len(result.reinforced)}
 
 
+def finalize_stalled_task() -> dict[str, int]:
+    return {"queued": services.sessions_finalize_stalled()}
+
+
 def synthesize_module(project_id: str, module: str, count: int) -> dict[str, int]:
     return crosssession.module_synthesis(project_id=project_id, module=module, session_count=count)
 

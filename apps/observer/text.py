@@ -64,6 +64,7 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE,
 )
 _SPACE = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _ERROR_TYPE = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Failure)|E[A-Z]{3,}|error TS\d+)\b")
 
 CONFIG_NAMES = {
@@ -151,10 +152,19 @@ def normalize_pattern(pattern: str) -> str:
     return _SPACE.sub(" ", pattern.strip().lower())[:200]
 
 
+def printable_path(path: str) -> str:
+    """A path with its control characters replaced (U+FFFD): a tab is what joins the two paths
+    of a pair's key, and a newline what ends a line of a log."""
+    return _CONTROL.sub("\ufffd", path)
+
+
+MODULE_LENGTH = 300  # the module columns, and each of a memory's related_modules
+
+
 def module_of(path: str) -> str:
     """The module a file belongs to: its first two directories ("shop/orders"), "." at the root."""
     parts = path.split("/")[:-1]
-    return "/".join(parts[:2]) if parts else "."
+    return "/".join(parts[:2])[:MODULE_LENGTH] if parts else "."
 
 
 def config_kind(path: str) -> str | None:

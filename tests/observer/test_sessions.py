@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+from datetime import timedelta
+from uuid import UUID
+
 import psycopg
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
 from apps.memories.models import Memory, MemoryTokens
 from apps.observer import promotion, services
@@ -70,6 +75,45 @@ def test_a_restarted_process_rebuilds_the_scratchpad_from_checkpoint_and_log(age
     assert stored.event_count == len(trace.events)
 
 
+def test_a_validation_another_process_recorded_is_never_written_over(agent, monkeypatch):
+    """A process's cached scratchpad counted as fresh while the event count matched; a validation
+    changes the scratchpad and not the count, so the other process checkpointed its copy over it."""
+    session = agent.open()
+    agent.send(session["id"], Trace().read("shop/a.py").events)
+    first_process = copy.deepcopy(services._pads)
+    agent.validate(session["id"], False, report="from the second process")
+    monkeypatch.setattr(services, "_pads", first_process)
+    assert agent.validate(session["id"], True, report="from the first process")["validations"] == 2
+    monkeypatch.setattr(services, "_pads", type(services._pads)())  # a third, with no copy at all
+    pad = services.load_scratchpad(Session.objects.get(id=session["id"]))
+    assert [v["report"] for v in pad.validations] == ["from the second process", "from the first process"]
+
+
+def test_notes_another_process_injected_are_not_injected_again(agent, monkeypatch):
+    session = agent.open()
+    agent.send(session["id"], Trace().note("gotcha", "refund webhooks retry for a day").events)
+    first_process = copy.deepcopy(services._pads)
+    url = f"sessions/{session['id']}/step-injection"
+    assert agent.client.post(url, {"step": 6}).json()["injection"]["type"] == "scratchpad_reflection"
+    monkeypatch.setattr(services, "_pads", first_process)
+    assert agent.client.post(url, {"step": 7}).json()["injection"] is None
+
+
+def test_events_another_process_took_are_not_checkpointed_over(agent, monkeypatch):
+    monkeypatch.setattr(services, "CHECKPOINT_EVERY", 2)
+    session = agent.open()
+    trace = Trace().read("shop/a.py").edit("shop/b.py").read("shop/c.py")
+    agent.send(session["id"], trace.events[:2])
+    first_process = copy.deepcopy(services._pads)
+    agent.validate(session["id"], False, report="from the second process")
+    monkeypatch.setattr(services, "_pads", first_process)
+    agent.send(session["id"], trace.events[2:])  # (a checkpoint: four events since the last)
+    monkeypatch.setattr(services, "_pads", type(services._pads)())
+    pad = services.load_scratchpad(Session.objects.get(id=session["id"]))
+    assert [v["report"] for v in pad.validations] == ["from the second process"]
+    assert list(pad.files) == ["shop/a.py", "shop/b.py", "shop/c.py"]
+
+
 def test_more_than_a_thousand_events_is_a_413(agent):
     session = agent.open()
     events = [{"seq": i + 1, "type": "reasoning", "text": "x"} for i in range(1001)]
@@ -90,6 +134,31 @@ def test_a_batch_with_invalid_events_is_refused_whole_with_each_bad_item(agent):
     details = response.json()["error"]["details"]
     assert [d["index"] for d in details] == [1, 2, 3]
     assert Session.objects.get(id=session["id"]).event_count == 0
+
+
+def test_a_refused_batch_for_a_session_the_caller_may_not_write_to_is_a_404_or_403(
+    agent, alice, charlie, api_client
+):
+    """The batch was checked before the session: an outsider or a read-only key learnt a 422."""
+    from uuid import uuid4
+
+    from apps.tenants.services import api_key_create
+
+    session = agent.open()
+    _, read_only = api_key_create(
+        organization=alice.org, actor=alice.principal, name="read only", scopes=["memories:read"]
+    )
+    refused = [
+        {"events": [{"seq": 1, "type": "teleport"}]},
+        {"events": [{"seq": 1, "type": "reasoning", "text": "a\u0000b"}]},
+        {"events": [{"seq": i + 1, "type": "reasoning", "text": "x"} for i in range(1001)]},
+    ]
+    for body in refused:
+        assert api_client(charlie.key).post(f"sessions/{session['id']}/events", body).status_code == 404
+        assert agent.client.post(f"sessions/{uuid4()}/events", body).status_code == 404
+        assert api_client(read_only).post(f"sessions/{session['id']}/events", body).status_code == 403
+    own = [agent.client.post(f"sessions/{session['id']}/events", body).status_code for body in refused]
+    assert own == [422, 422, 413]
 
 
 def test_a_completed_session_takes_no_more_events_and_completing_twice_changes_nothing(agent):
@@ -558,6 +627,65 @@ def test_a_worker_killed_mid_finalize_leaves_nothing_and_the_rerun_no_duplicate(
     assert len(memories()) == 2 and Session.objects.get(id=session["id"]).status == "completed"
 
 
+def failing_finalize(agent, monkeypatch, count: int) -> list[str]:
+    """Sessions completed while finalize failed (as a worker's would, on every attempt), then
+    with finalize working again; each still `finalizing`."""
+    real_store = promotion.store
+
+    def store_fails(**kwargs):
+        raise RuntimeError("the embedding provider is down")
+
+    monkeypatch.setattr(promotion, "store", store_fails)
+    ids = []
+    for _ in range(count):
+        session = agent.open()
+        agent.send(session["id"], Trace().read("a/x.py").note("gotcha", "b.py holds the config").events)
+        agent.validate(session["id"])
+        failed = agent.client.post(f"sessions/{session['id']}/complete", {"outcome": "success"})
+        assert failed.status_code == 500  # (the synchronous queue runs finalize in the request)
+        ids.append(session["id"])
+    monkeypatch.setattr(promotion, "store", real_store)
+    assert set(Session.objects.filter(id__in=ids).values_list("status", flat=True)) == {"finalizing"}
+    return ids
+
+
+def queued_minutes_ago(session_id: str, minutes: int) -> None:
+    Session.objects.filter(id=session_id).update(
+        finalize_queued_at=timezone.now() - timedelta(minutes=minutes)
+    )
+
+
+def test_completing_a_session_whose_finalize_stalled_queues_it_again(agent, monkeypatch):
+    """Once its finalize had failed, a session stayed `finalizing` for good: completing it again
+    returned at once."""
+    (session_id,) = failing_finalize(agent, monkeypatch, 1)
+    assert agent.complete(session_id)["status"] == "finalizing"  # (it may still be running)
+    queued_minutes_ago(session_id, 31)
+    done = agent.complete(session_id)
+    assert done["status"] == "completed" and len(done["promoted_memory_ids"]) == 1
+    assert Session.objects.get(id=session_id).finalize_attempts == 2
+
+
+def test_the_schedule_queues_again_each_stalled_finalize_a_few_times(agent, monkeypatch):
+    from apps.observer.tasks import finalize_stalled_task
+    from memorysaas.schedules import JOBS
+
+    assert JOBS["observer.finalize_stalled"].func == "apps.observer.tasks.finalize_stalled_task"
+    stalled, recent, given_up = failing_finalize(agent, monkeypatch, 3)
+    queued_minutes_ago(stalled, 31)
+    queued_minutes_ago(given_up, 31)
+    Session.objects.filter(id=given_up).update(finalize_attempts=services.MAX_FINALIZE_ATTEMPTS)
+    assert finalize_stalled_task() == {"queued": 1}
+    statuses = dict(Session.objects.filter(id__in=[stalled, recent, given_up]).values_list("id", "status"))
+    assert [statuses[UUID(i)] for i in (stalled, recent, given_up)] == [
+        "completed",
+        "finalizing",
+        "finalizing",
+    ]
+    assert len(memories()) == 1
+    assert finalize_stalled_task() == {"queued": 0}
+
+
 def test_threshold_synthesis_runs_once_at_five_sessions(agent):
     for i in range(5):
         trace = Trace().read("shop/orders/models.py").edit("shop/orders/views.py").read(f"docs/{i}.md")
@@ -861,3 +989,72 @@ def test_context_serves_only_a_running_sessions_notes(agent, alice):
     assert agent.client.post(f"projects/{alice.project.id}/context", body).json()["session_notes"] == 1
     agent.complete(session["id"])
     assert agent.client.post(f"projects/{alice.project.id}/context", body).json()["session_notes"] == 0
+
+
+# ---------------------------------------------------------------- what agents and git logs may hold
+
+
+def test_a_path_with_a_tab_in_it_is_no_session_stuck_finalizing(agent):
+    """Co-access keys join two paths with a tab: a third part made finalize raise, for good."""
+    session = agent.open()
+    agent.send(
+        session["id"],
+        [
+            {"seq": 1, "type": "tool_call", "step": 1, "tool": "Read", "args": {"file_path": "src/a\tb.py"}},
+            {"seq": 2, "type": "tool_call", "step": 2, "tool": "Read", "args": {"file_path": "src/c.py"}},
+        ],
+    )
+    agent.validate(session["id"])
+    assert agent.complete(session["id"])["status"] == "completed"
+    assert set(PatternStat.objects.filter(kind="file_access").values_list("key", flat=True)) == {
+        "src/a\ufffdb.py",
+        "src/c.py",
+    }
+
+
+def test_long_pattern_keys_alike_in_their_first_700_characters_are_counted_apart(agent):
+    """Cut to 700 characters after merging, two keys became one row twice in one upsert, and a
+    cut key never matched its signal again."""
+    a, b1, b2 = "a/" + "x" * 490 + ".py", "b/" + "y" * 300 + "1.py", "b/" + "y" * 300 + "2.py"
+    for _ in range(3):
+        session = agent.open()
+        agent.send(session["id"], Trace().read(a).read(b1).read(b2).events)
+        agent.validate(session["id"])
+        assert agent.complete(session["id"])["status"] == "completed"
+    rows = PatternStat.objects.filter(kind="co_access")
+    assert sorted(len(key) for key in rows.values_list("key", flat=True)) == [613, 700, 700]
+    assert {row.session_count for row in rows} == {3}
+    (linked,) = [row for row in rows if row.promoted_memory_id]  # (the others are near duplicates)
+    coupling = Memory.objects.get(id=linked.promoted_memory_id)
+    pair = sorted([coupling.payload["trigger_file"], *coupling.payload["dependent_files"]])
+    assert len(linked.key) == 700 and linked.key == promotion.stored_key("\t".join(pair))
+
+
+def test_an_edited_file_under_a_very_long_directory_is_no_session_stuck_finalizing(agent):
+    """Its module outgrew a memory's related_modules (300 characters) and finalize raised."""
+    session = agent.open(work_unit={"hierarchy": ["spec_1"], "label": "Spec 1"}, task="rename")
+    agent.send(session["id"], Trace().edit("d" * 310 + "/x.py").events)
+    agent.validate(session["id"])
+    assert agent.complete(session["id"])["status"] == "completed"
+    (outcome,) = memories(type="work_unit_outcome")
+    assert outcome.related_modules == ["d" * 300]
+
+
+def git_log(*files: str) -> str:
+    return "\n".join(["commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f", "", "    Change", "", *files])
+
+
+def test_git_log_pairs_alike_in_their_first_700_characters_are_stored_apart(agent):
+    """Cut to 700 characters, two pairs became one row twice in one upsert: a 500."""
+    log = git_log("d/" + "a" * 250 + ".py", "e/" + "b" * 460 + "1.py", "e/" + "b" * 460 + "2.py")
+    response = agent.client.post(f"projects/{agent.project_id}/observer/git-log", {"log": log})
+    assert response.status_code == 200, response.content
+    assert response.json()["edges"] == 3 == PatternStat.objects.filter(kind="co_change").count()
+
+
+def test_git_log_with_a_path_longer_than_a_module_is_taken(agent):
+    """The pair's module was its whole first path, which outgrew the column: a 422."""
+    log = git_log("p/" + "q" * 310 + ".py", "r.py")
+    response = agent.client.post(f"projects/{agent.project_id}/observer/git-log", {"log": log})
+    assert response.status_code == 200, response.content
+    assert PatternStat.objects.get(kind="co_change").module == "p"
