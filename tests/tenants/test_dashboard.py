@@ -51,6 +51,13 @@ def test_removing_or_leaving_asks_first_naming_the_person_and_what_is_revoked(al
     assert 'data-confirm="Leave Acme? Your API keys and devices in Acme are revoked."' in own
 
 
+def test_the_role_selects_label_is_for_screen_readers_only(alice, bob):
+    page = signed_in(alice).get(f"/o/{alice.org.slug}/members/").content.decode()
+    membership = Membership.objects.get(user=bob.user)
+    assert f'<label class="visually-hidden" for="role-{membership.pk}">Role</label>' in page
+    assert "sr-only" not in page
+
+
 def test_an_admin_invites_and_the_invitee_accepts(alice, db):
     client = signed_in(alice)
     response = client.post(
