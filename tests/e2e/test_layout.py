@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from apps.governance.models import Notification
+from tests.memories.factories import make_memory
 
 PHONE = {"width": 390, "height": 844}
 
@@ -51,3 +52,18 @@ def test_on_a_wide_screen_the_notifications_menu_still_drops_below_its_summary(p
     anchor, box = summary.bounding_box(), panel.bounding_box()
     assert abs((box["x"] + box["width"]) - (anchor["x"] + anchor["width"])) <= 1, (anchor, box)
     assert box["y"] >= anchor["y"] + anchor["height"], (anchor, box)
+
+
+def test_on_a_phone_a_long_related_file_path_stays_inside_its_card(page_as, alice):
+    path = "services/" + "/".join(["a_rather_long_directory_name_for_this_test"] * 4) + "/settings_loader.py"
+    memory = make_memory(alice, content="The loader reads settings once.", related_files=[path])
+    page = page_as(alice)
+    page.set_viewport_size(PHONE)
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    for url in (f"{base}/memories/", f"{base}/memories/{memory.id}/"):
+        page.goto(url)
+        card = page.locator(f"#memory-{memory.id}")
+        expect(card.get_by_text("settings_loader.py")).to_be_visible()
+        box = card.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= PHONE["width"], (url, box)
+        assert page_width(page) <= PHONE["width"], url
