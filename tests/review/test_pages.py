@@ -166,6 +166,15 @@ def test_viewers_cannot_write_recipes_or_teach(person_with_role, signed_in, base
     assert not Memory.objects.exists()
 
 
+@pytest.mark.parametrize("path", ["/", "/memories/", "/modules/", "/ask/?q=zebra", "/disputes/", "/trust/"])
+def test_viewers_are_not_offered_teach_links_that_lead_to_a_refusal(person_with_role, signed_in, base, path):
+    """ "+ Teach a memory" and the sidebar's "Teach" led viewers to a 403."""
+    page = signed_in(person_with_role(Role.VIEWER)).get(f"{base}{path}").content.decode()
+    assert f'href="{base}/teach/' not in page
+    member_page = signed_in(person_with_role(Role.MEMBER)).get(f"{base}{path}").content.decode()
+    assert f'href="{base}/teach/"' in member_page
+
+
 def test_teach_adds_a_verified_user_taught_memory(alice, signed_in, base):
     response = signed_in(alice).post(
         f"{base}/teach/",
