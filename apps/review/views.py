@@ -130,6 +130,7 @@ def memory_browser(request, project):
     page = values.get("page") or 1
     hits: dict[str, object] = {}
     has_next = False
+    total = 0
     if query:
         result = search(
             principal=principal,
@@ -143,8 +144,13 @@ def memory_browser(request, project):
         memories = selectors.memories_in_order(qs, list(hits))
     else:
         memories, has_next = selectors.memories_page(qs, page=page, per_page=PER_PAGE)
+        # The list says how many there are in all ("30+" read as a count); one page needs no COUNT.
+        total = qs.count() if has_next or page > 1 else len(memories)
     next_query = request.GET.copy()
     next_query["page"] = str(page + 1)
+    newer_query = request.GET.copy()
+    newer_query["page"] = str(page - 1)
+    first_shown = (page - 1) * PER_PAGE + 1
     return render(
         request,
         "review/browser.html",
@@ -158,6 +164,10 @@ def memory_browser(request, project):
             "page": page,
             "has_next": has_next,
             "next_query": next_query.urlencode(),
+            "newer_query": newer_query.urlencode(),
+            "total": total,
+            "first_shown": first_shown,
+            "last_shown": first_shown + len(memories) - 1,
             "project_empty": not memories and not filters.active and not query and page == 1,
         },
     )
