@@ -204,7 +204,10 @@ def memory_detail(request, project, memory_id):
             "project": project,
             "memory": memory,
             "history": [(version, names.get(version.changed_by, version.changed_by)) for version in history],
-            "feedback": [(item, names.get(item.actor_label, item.actor_label)) for item in feedback],
+            "feedback": [
+                (item, names.get(item.actor_label, item.actor_label), services.readable_note(item.note))
+                for item in feedback
+            ],
             "disputes": list(
                 disputes_for_memory(principal=request.principal, memory=memory).select_related(
                     "project__organization"
