@@ -50,8 +50,18 @@ def disputes(request, project):
 
 @project_page(Perm.MEMORIES_READ)
 def dispute_detail(request, project, dispute_id):
-    dispute = _dispute_in(request, project, dispute_id)
+    return _detail_page(request, project, _dispute_in(request, project, dispute_id))
+
+
+def _detail_page(
+    request, project, dispute, *, refused: str = "", error: str = "", posted: dict | None = None
+):
+    """The dispute's page; after a refused comment or resolution (`refused` names the form), the
+    page again with the error and what was typed, so nothing written is lost."""
     principal = request.principal
+    can_resolve = principal.has(project.organization_id, Perm.MEMORIES_REVIEW) and (
+        dispute.is_open or principal.has(project.organization_id, Perm.ADMIN)
+    )
     return render(
         request,
         "governance/dispute_detail.html",
@@ -61,10 +71,13 @@ def dispute_detail(request, project, dispute_id):
             "memory": dispute.memory,
             "thread": selectors.dispute_thread(dispute=dispute),
             "can_comment": principal.has(project.organization_id, Perm.MEMORIES_WRITE),
-            "can_resolve": principal.has(project.organization_id, Perm.MEMORIES_REVIEW)
-            and (dispute.is_open or principal.has(project.organization_id, Perm.ADMIN)),
+            "can_resolve": can_resolve,
             "resolutions": Resolution.choices,
+            "refused": refused,
+            "error": error,
+            "posted": posted or {},
         },
+        status=422 if refused else 200,
     )
 
 
@@ -102,7 +115,8 @@ def dispute_comment(request, project, dispute_id):
     try:
         services.dispute_comment(dispute=dispute, actor=request.principal, body=posted_text(request, "body"))
     except ApiError as exc:
-        messages.error(request, exc.message)
+        posted = {"body": request.POST.get("body", "")}
+        return _detail_page(request, project, dispute, refused="comment", error=exc.message, posted=posted)
     return redirect(_detail_url(project, dispute.id))
 
 
@@ -114,6 +128,10 @@ def dispute_resolve(request, project, dispute_id):
     try:
         if resolution not in Resolution.values:
             raise ApiError(422, "Choose how to resolve the dispute.")
+        if not dispute.is_open and not request.principal.has(project.organization_id, Perm.ADMIN):
+            raise ApiError(
+                422, "This dispute was resolved meanwhile: only an admin or owner may override the outcome."
+            )
         content = posted_text(request, "content").strip()
         services.dispute_resolve(
             dispute=dispute,
@@ -122,9 +140,10 @@ def dispute_resolve(request, project, dispute_id):
             note=posted_text(request, "note"),
             changes={"content": content} if resolution == Resolution.UPDATE and content else None,
         )
-        messages.success(request, "Dispute resolved.")
     except ApiError as exc:
-        messages.error(request, exc.message)
+        posted = {name: request.POST.get(name, "") for name in ("resolution", "content", "note")}
+        return _detail_page(request, project, dispute, refused="resolve", error=exc.message, posted=posted)
+    messages.success(request, "Dispute resolved.")
     return redirect(_detail_url(project, dispute.id))
 
 

@@ -4,6 +4,7 @@ update on commit. Permission checks are the views' (they know the page's role ru
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,31 @@ class CorrectionReason:
     )
     # These mean the text itself must change.
     NEEDS_TEXT = (INCORRECT, TOO_SPECIFIC)
+    # How each reads at the head of the feedback note (the memory's page shows notes as written).
+    NOTE_LABELS = {
+        INCORRECT: "Inaccurate",
+        OUTDATED: "No longer applies",
+        TOO_SPECIFIC: "Too specific",
+        DUPLICATE: "Duplicate",
+        "rejected": "Rejected in the session review",
+    }
+
+
+# Notes written before the labels began with the reason's code: "[too_specific] see the ADR".
+_CODED_NOTE = re.compile(r"\[(" + "|".join(CorrectionReason.NOTE_LABELS) + r")\] ?(.*)", re.DOTALL)
+
+
+def reason_note(reason: str, note: str = "") -> str:
+    """`Too specific: see the ADR`, or the label alone without a note."""
+    label = CorrectionReason.NOTE_LABELS[reason]
+    note = note.strip()
+    return f"{label}: {note}" if note else label
+
+
+def readable_note(note: str) -> str:
+    """A feedback note for display: an old coded one reads as a new one would."""
+    coded = _CODED_NOTE.fullmatch(note)
+    return reason_note(coded[1], coded[2]) if coded else note
 
 
 @dataclass(frozen=True)
@@ -67,7 +93,7 @@ def memory_correct(
     if reason not in labels:
         raise Invalid("Choose what is wrong with this memory.", details={"field": "reason"})
     content = content.strip()
-    note_text = f"[{reason}] {note.strip()}".strip()
+    note_text = reason_note(reason, note)
     changed = bool(content) and content != memory.content.strip()
     if reason in CorrectionReason.NEEDS_TEXT and not changed:
         problem = "it is the same as before" if content else "it is empty"
@@ -105,7 +131,7 @@ def memory_reject(
     return _flag_or_retire(
         memory=memory,
         actor=actor,
-        note=f"[rejected] {note.strip()}".strip(),
+        note=reason_note("rejected", note),
         may_deprecate=may_deprecate,
         change="rejected",
     )

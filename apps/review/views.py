@@ -32,6 +32,7 @@ from apps.review.forms import (
     ImportForm,
     RecipeForm,
     TeachForm,
+    scope_choices,
     split_list,
 )
 from apps.review.rules_import import MAX_RULES, Rule, parse_rules, recipe_from_text, steps_text
@@ -43,6 +44,9 @@ PER_PAGE = 30
 SESSIONS_PER_PAGE = 25
 MAX_PAGE = 10_000
 SEARCH_LIMIT = 40
+# The teach page holds two forms; the import form's fields (and their ids) carry this prefix so
+# a label of one never checks a radio of the other, and the preview posts them back under it.
+IMPORT_PREFIX = "import"
 # On the dev set (MiniLM, contextual text) 7% of relevant memories score below 0.2 and half of
 # the unrelated ones, all about the same codebase, score above 0.19: a floor, not a filter.
 ASK_MIN_COSINE = 0.2
@@ -126,6 +130,7 @@ def memory_browser(request, project):
     page = values.get("page") or 1
     hits: dict[str, object] = {}
     has_next = False
+    total = 0
     if query:
         result = search(
             principal=principal,
@@ -139,8 +144,13 @@ def memory_browser(request, project):
         memories = selectors.memories_in_order(qs, list(hits))
     else:
         memories, has_next = selectors.memories_page(qs, page=page, per_page=PER_PAGE)
+        # The list says how many there are in all ("30+" read as a count); one page needs no COUNT.
+        total = qs.count() if has_next or page > 1 else len(memories)
     next_query = request.GET.copy()
     next_query["page"] = str(page + 1)
+    newer_query = request.GET.copy()
+    newer_query["page"] = str(page - 1)
+    first_shown = (page - 1) * PER_PAGE + 1
     return render(
         request,
         "review/browser.html",
@@ -154,6 +164,10 @@ def memory_browser(request, project):
             "page": page,
             "has_next": has_next,
             "next_query": next_query.urlencode(),
+            "newer_query": newer_query.urlencode(),
+            "total": total,
+            "first_shown": first_shown,
+            "last_shown": first_shown + len(memories) - 1,
             "project_empty": not memories and not filters.active and not query and page == 1,
         },
     )
@@ -190,7 +204,10 @@ def memory_detail(request, project, memory_id):
             "project": project,
             "memory": memory,
             "history": [(version, names.get(version.changed_by, version.changed_by)) for version in history],
-            "feedback": [(item, names.get(item.actor_label, item.actor_label)) for item in feedback],
+            "feedback": [
+                (item, names.get(item.actor_label, item.actor_label), services.readable_note(item.note))
+                for item in feedback
+            ],
             "disputes": list(
                 disputes_for_memory(principal=request.principal, memory=memory).select_related(
                     "project__organization"
@@ -632,7 +649,12 @@ def teach(request, project):
     return render(
         request,
         "review/teach.html",
-        {"project": project, "form": form, "import_form": ImportForm(project=project), "same": same},
+        {
+            "project": project,
+            "form": form,
+            "import_form": ImportForm(project=project, prefix=IMPORT_PREFIX),
+            "same": same,
+        },
         status=422 if form.errors else 200,
     )
 
@@ -666,9 +688,11 @@ def teach_import(request, project):
     if request.method == "GET":
         return redirect(_url("teach", project) + "#import")
     if request.POST.get("action") == "save":
-        source_name = request.POST.get("source_name", "rules")[:40]
-        scope = request.POST.get("scope", "project")
+        source_name = request.POST.get(f"{IMPORT_PREFIX}-source_name", "rules")[:40]
+        scope = request.POST.get(f"{IMPORT_PREFIX}-scope", "")
         try:
+            if scope not in dict(scope_choices(project)):
+                raise ApiError(422, "Choose who sees the imported memories.")
             rules = _posted_rules(request.POST)
             if not rules:
                 raise ApiError(422, "Choose at least one rule to import.")
@@ -700,7 +724,7 @@ def teach_import(request, project):
         note = f" {skipped} the project already remembered (or repeated) were left out." if skipped else ""
         messages.success(request, f"Imported {len(created)} memories from {source_name}.{note}")
         return redirect(_url("memory_browser", project) + "?source=user_taught")
-    form = ImportForm(request.POST, request.FILES, project=project)
+    form = ImportForm(request.POST, request.FILES, project=project, prefix=IMPORT_PREFIX)
     if not form.is_valid():
         return render(
             request,
@@ -719,6 +743,8 @@ def teach_import(request, project):
             "max_rules": MAX_RULES,
             "source_name": form.cleaned_data["source_name"],
             "scope": form.cleaned_data["scope"],
+            "scope_label": dict(form.fields["scope"].choices)[form.cleaned_data["scope"]],
+            "prefix": IMPORT_PREFIX,
             "types": MemoryType.choices,
         },
     )

@@ -10,6 +10,7 @@ def tenancy(request):
         "principal": getattr(request, "principal", None),
         "org_is_owner": _may(request, Perm.ORG_OWN),
         "org_is_admin": _may(request, Perm.ADMIN),  # (what is offered only to those who may use it)
+        "org_may_write_memories": _may(request, Perm.MEMORIES_WRITE),  # (teach, import: not for viewers)
     }
 
 

@@ -11,6 +11,12 @@ document.addEventListener("click", (event) => {
   });
 });
 
+// A form with data-confirm (removing a member, leaving an organization) asks before it is sent.
+document.addEventListener("submit", (event) => {
+  const message = event.target.dataset ? event.target.dataset.confirm : undefined;
+  if (message && !window.confirm(message)) event.preventDefault();
+});
+
 // Live updates. The project's websocket (memorysaas/consumers.py) sends JSON messages
 // {event, seq, data}; each becomes DOM events on <body> that htmx elements re-fetch on, e.g.
 // hx-trigger="live-memory from:body". A jump in seq means messages were missed (a reconnect, a

@@ -76,3 +76,30 @@ def test_a_new_dispute_shows_in_an_open_pages_notifications_without_a_reload(
     )
     assert opened.status_code == 201, opened.text
     expect(page.get_by_test_id("unread-count")).to_have_text("1")
+
+
+def test_an_open_dispute_page_shows_the_outcome_when_someone_else_resolves_it(
+    page_as, alice, bob, person_with_role, settings
+):
+    """The status badge sat outside the live region: the page still said "Open"."""
+    settings.EMBEDDING_PROVIDER = "hashing"
+    steward = person_with_role(Role.STEWARD)
+    memory = make_memory(alice, content="Deploys freeze on Fridays.", type="gotcha")
+    page = page_as(bob)
+    page.goto(f"/o/{alice.org.slug}/p/{alice.project.slug}/memories/{memory.id}/dispute/")
+    page.get_by_label("Reason").fill("The freeze was lifted in March.")
+    page.get_by_role("button", name="Open dispute").click()
+    expect(page.get_by_test_id("dispute-status")).to_have_text("Open")
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "open")
+    page.get_by_label("Comment").fill("Half-typed and not sent")
+
+    other = page_as(steward)
+    other.goto(page.url)
+    other.get_by_role("radio", name="Dispute rejected").check()
+    other.get_by_label("Note").fill("Still frozen.")
+    other.get_by_role("button", name="Resolve dispute").click()
+    expect(other.get_by_test_id("dispute-status")).to_have_text("Rejected")
+
+    expect(page.get_by_test_id("dispute-status")).to_have_text("Rejected")
+    expect(page.get_by_test_id("thread")).to_contain_text("Still frozen.")
+    expect(page.get_by_label("Comment")).to_have_value("Half-typed and not sent")

@@ -276,7 +276,7 @@ def test_teach_import_and_the_module_map(page_as, live_url, alice, bob, screensh
         "ECONNRESET from the payments sandbox means the test card expired; use 4242 4242 4242 4242."
     )
     page.get_by_label("Files").fill("billing/stripe.py")
-    page.get_by_label("Project — everyone in").check()
+    page.get_by_role("region", name="Add a memory").get_by_label("Project — everyone in").check()
     page.get_by_role("button", name="Teach", exact=True).click()
     expect(page).to_have_url(re.compile(r"/memories/[0-9a-f-]+/$"))
     expect(page.get_by_test_id("verified-badge")).to_be_visible()
@@ -306,6 +306,27 @@ def test_teach_import_and_the_module_map(page_as, live_url, alice, bob, screensh
     expect(page).to_have_url(re.compile(r"module=billing"))
     billing = Memory.objects.filter(related_files__overlap=["billing/money.py", "billing/stripe.py"]).count()
     expect(page.get_by_test_id("memory-card")).to_have_count(billing)
+
+
+def test_the_import_cards_scope_labels_choose_the_import_cards_scope(page_as, alice):
+    """The two forms shared radio ids, so clicking the import card's "Personal — only you"
+    checked the teach form's radio and the import went out to the whole project."""
+    page = page_as(alice)
+    page.goto(f"{base_of(alice)}/teach/")
+    teach = page.get_by_role("region", name="Add a memory")
+    imports = page.locator("#import")
+    imports.get_by_text("Personal — only you").click()
+    expect(imports.get_by_role("radio", name="Personal — only you")).to_be_checked()
+    expect(teach.get_by_role("radio", name="Personal — only you")).not_to_be_checked()
+    expect(teach.get_by_role("radio", name=re.compile("^Project — everyone in"))).to_be_checked()
+
+    imports.get_by_label("Paste the file").fill("# Rules\n- Never commit .env files to the repository.\n")
+    imports.get_by_role("button", name="Preview").click()
+    expect(page.get_by_test_id("import-scope")).to_contain_text("Personal — only you")
+    page.get_by_role("button", name="Save the kept rules as memories").click()
+    expect(page).to_have_url(re.compile(r"source=user_taught"))
+    memory = Memory.objects.get(content__contains="Never commit .env")
+    assert (memory.scope, memory.owner) == ("personal", alice.user)
 
 
 def test_the_dashboard_in_dark_mode(page_as, alice, bob, screenshot):

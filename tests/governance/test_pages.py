@@ -112,13 +112,66 @@ def test_a_nul_character_in_the_dispute_thread_is_refused_with_a_message(
     base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
     client = _client(session_client, alice)
     response = client.post(f"{base}/disputes/{dispute.id}/{action}/", fields)
-    assert response.status_code == 302 and response["Location"] == f"{base}/disputes/{dispute.id}/"
-    page = client.get(response["Location"]).content.decode()
-    assert "Null characters are not allowed." in page
+    assert response.status_code == 422
+    assert "Null characters are not allowed." in response.content.decode()
     dispute.refresh_from_db()
     memory.refresh_from_db()
     assert dispute.is_open and list(dispute.comments.values_list("kind", flat=True)) == ["opened"]
     assert memory.content == "The cache key includes the locale." and memory.version == version
+
+
+def test_a_refused_resolution_shows_the_page_again_with_what_the_steward_wrote(
+    session_client, alice, bob, person_with_role, memory
+):
+    """A refused resolution redirected to the page: the steward's note was gone."""
+    from apps.governance import services
+
+    dispute = services.dispute_open(memory=memory, actor=bob.principal, reason="Not since v2.")
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    steward = _client(session_client, person_with_role(Role.STEWARD))
+    posted = {
+        "content": "The cache key has no locale since v2.",
+        "note": "Checked the v2 changelog & the code.",
+    }
+    response = steward.post(f"{base}/disputes/{dispute.id}/resolve/", posted)
+    page = response.content.decode()
+    assert response.status_code == 422 and "Choose how to resolve the dispute." in page
+    assert ">Checked the v2 changelog &amp; the code.</textarea>" in page
+    assert ">The cache key has no locale since v2.</textarea>" in page
+    dispute.refresh_from_db()
+    assert dispute.is_open
+
+
+def test_a_resolution_of_a_dispute_closed_meanwhile_says_so_and_keeps_the_note(
+    session_client, alice, bob, person_with_role, memory
+):
+    from apps.governance import services
+
+    dispute = services.dispute_open(memory=memory, actor=bob.principal, reason="Not since v2.")
+    services.dispute_resolve(dispute=dispute, actor=alice.principal, resolution="reject", note="Still true.")
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    steward = _client(session_client, person_with_role(Role.STEWARD))
+    response = steward.post(
+        f"{base}/disputes/{dispute.id}/resolve/", {"resolution": "deprecate", "note": "Retire it."}
+    )
+    page = response.content.decode()
+    assert response.status_code == 422 and "resolved meanwhile" in page
+    assert ">Retire it.</textarea>" in page and 'value="deprecate" required checked' in page
+    assert "Override</button>" not in page
+    dispute.refresh_from_db()
+    assert dispute.resolution == "reject"
+
+
+def test_a_refused_comment_keeps_its_text(session_client, alice, bob, memory):
+    from apps.governance import services
+
+    dispute = services.dispute_open(memory=memory, actor=bob.principal, reason="Not since v2.")
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    client = _client(session_client, alice)
+    response = client.post(f"{base}/disputes/{dispute.id}/comment/", {"body": "Looked at the cron\x00 job."})
+    page = response.content.decode()
+    assert response.status_code == 422 and 'data-testid="comment-error"' in page
+    assert ">Looked at the cron" in page
 
 
 def test_a_nul_character_in_a_trust_change_reason_changes_nothing(session_client, alice):

@@ -5,6 +5,7 @@ answers htmx with the card and plain posts with a redirect, and is refused by ro
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -91,9 +92,26 @@ def test_correcting_keeps_the_old_text_in_history(alice, memory, signed_in, base
     )
     assert versions[0] == ("Migrations run before the web process starts.", "created")
     assert versions[-1][1] == "corrected"
-    assert MemoryFeedback.objects.get(memory=memory, kind="correct").note == "[incorrect] see deploy/"
+    assert MemoryFeedback.objects.get(memory=memory, kind="correct").note == "Inaccurate: see deploy/"
     detail = client.get(url(base, memory)).content.decode()
+    assert '<span class="small" data-testid="feedback-note">Inaccurate: see deploy/</span>' in detail
+    assert "[incorrect]" not in detail
     assert "Migrations run before the web process starts." in detail and "corrected" in detail
+
+
+def test_feedback_notes_written_with_a_reason_code_read_as_labels(alice, bob, memory, signed_in, base):
+    """Older notes began with the reason's code ("[too_specific] …"): the page showed it as is."""
+    from apps.memories import services as memory_services
+
+    for note in ("[too_specific] see the ADR", "[rejected]", "[draft] my own brackets"):
+        memory_services.memory_feedback(memory=memory, actor=bob.principal, kind="flag", note=note)
+    detail = signed_in(alice).get(url(base, memory)).content.decode()
+    notes = re.findall(r'data-testid="feedback-note">(.*?)</span>', detail)
+    assert sorted(notes) == [
+        "Rejected in the session review",
+        "Too specific: see the ADR",
+        "[draft] my own brackets",
+    ]
 
 
 def test_a_correction_that_changes_nothing_is_refused(alice, memory, signed_in, base):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.utils import timezone
@@ -194,6 +195,34 @@ def test_pages_of_thirty(alice, signed_in, base):
     assert len(shown(first)) == 30 and "Older memories" in first.content.decode()
     second = client.get(f"{base}/memories/?page=2")
     assert len(shown(second)) == 5 and not shown(first) & shown(second)
+
+
+def test_each_page_says_which_memories_of_how_many_and_links_both_ways(alice, signed_in, base):
+    """Page 1 said "30+ memories" and page 2 had no way back."""
+    from tests.memories.factories import draft
+
+    memory_services.memories_create_batch(
+        project=alice.project,
+        actor=alice.principal,
+        drafts=[draft(content=f"Fact {i}.", type="gotcha") for i in range(42)]
+        + [draft(content="A decision.", type="decision")],
+    )
+    client = signed_in(alice)
+    first = client.get(f"{base}/memories/", {"type": "gotcha"}).content.decode()
+    assert count_line(first) == "Memories 1–30 of 42" and "← Newer" not in first
+    assert 'href="?type=gotcha&amp;page=2">Older memories' in first
+    second = client.get(f"{base}/memories/", {"type": "gotcha", "page": "2"}).content.decode()
+    assert count_line(second) == "Memories 31–42 of 42" and "Older memories" not in second
+    assert 'href="?type=gotcha&amp;page=1">← Newer memories' in second
+    assert count_line(client.get(f"{base}/memories/", {"type": "decision"}).content.decode()) == "1 memory"
+    beyond = client.get(f"{base}/memories/", {"type": "gotcha", "page": "3"}).content.decode()
+    assert count_line(beyond) == "42 memories in all, none on page 3" and "← Newer memories" in beyond
+
+
+def count_line(page: str) -> str:
+    found = re.search(r'data-testid="result-count">(.*?)</p>', page, re.S)
+    assert found is not None
+    return unescape(found.group(1)).strip()
 
 
 def test_the_list_costs_the_same_queries_for_5_or_30_memories(

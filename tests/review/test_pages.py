@@ -166,6 +166,15 @@ def test_viewers_cannot_write_recipes_or_teach(person_with_role, signed_in, base
     assert not Memory.objects.exists()
 
 
+@pytest.mark.parametrize("path", ["/", "/memories/", "/modules/", "/ask/?q=zebra", "/disputes/", "/trust/"])
+def test_viewers_are_not_offered_teach_links_that_lead_to_a_refusal(person_with_role, signed_in, base, path):
+    """ "+ Teach a memory" and the sidebar's "Teach" led viewers to a 403."""
+    page = signed_in(person_with_role(Role.VIEWER)).get(f"{base}{path}").content.decode()
+    assert f'href="{base}/teach/' not in page
+    member_page = signed_in(person_with_role(Role.MEMBER)).get(f"{base}{path}").content.decode()
+    assert f'href="{base}/teach/"' in member_page
+
+
 def test_teach_adds_a_verified_user_taught_memory(alice, signed_in, base):
     response = signed_in(alice).post(
         f"{base}/teach/",
@@ -231,7 +240,12 @@ def test_import_previews_then_saves_the_kept_rules(alice, signed_in, base):
     client = signed_in(alice)
     preview = client.post(
         f"{base}/teach/import/",
-        {"action": "preview", "source_name": "CLAUDE.md", "text": RULES, "scope": "project"},
+        {
+            "action": "preview",
+            "import-source_name": "CLAUDE.md",
+            "import-text": RULES,
+            "import-scope": "project",
+        },
     )
     page = preview.content.decode()
     assert preview.status_code == 200 and 'data-testid="import-preview"' in page
@@ -241,8 +255,8 @@ def test_import_previews_then_saves_the_kept_rules(alice, signed_in, base):
         f"{base}/teach/import/",
         {
             "action": "save",
-            "source_name": "CLAUDE.md",
-            "scope": "project",
+            "import-source_name": "CLAUDE.md",
+            "import-scope": "project",
             "rule_count": "3",
             "rule-0-include": "1",
             "rule-0-type": "gotcha",
@@ -270,11 +284,64 @@ def test_import_previews_then_saves_the_kept_rules(alice, signed_in, base):
     ]
 
 
+def test_the_teach_pages_two_forms_give_their_fields_distinct_ids(alice, signed_in, base):
+    """Both forms had `id_scope_0..2`: the import card's "Personal" label checked the teach
+    form's radio, and an import meant to be personal went out to the whole project."""
+    page = signed_in(alice).get(f"{base}/teach/").content.decode()
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+    assert 'name="scope" value="personal"' in page and 'name="import-scope" value="personal"' in page
+
+
+def test_an_import_meant_to_be_personal_stays_personal_from_preview_to_save(alice, signed_in, base):
+    client = signed_in(alice)
+    preview = client.post(
+        f"{base}/teach/import/",
+        {
+            "action": "preview",
+            "import-source_name": "CLAUDE.md",
+            "import-text": RULES,
+            "import-scope": "personal",
+        },
+    ).content.decode()
+    shown = re.search(r'data-testid="import-scope">(.*?)</p>', preview, re.S)
+    assert shown is not None and "Personal — only you" in unescape(shown.group(1))
+    hidden = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', preview))
+    assert hidden["import-scope"] == "personal"
+    body = {
+        **{name: value for name, value in hidden.items() if name != "csrfmiddlewaretoken"},
+        "rule-0-include": "1",
+        "rule-0-type": "gotcha",
+        "rule-0-content": "Never commit .env files.",
+    }
+    assert client.post(f"{base}/teach/import/", body).status_code == 302
+    memory = Memory.objects.get()
+    assert (memory.scope, memory.owner) == ("personal", alice.user)
+
+
+def test_an_import_saved_without_a_scope_is_refused_rather_than_shared(alice, signed_in, base):
+    body = {
+        "action": "save",
+        "import-source_name": "CLAUDE.md",
+        "rule_count": "1",
+        "rule-0-include": "1",
+        "rule-0-type": "gotcha",
+        "rule-0-content": "Never commit .env files.",
+    }
+    page = signed_in(alice).post(f"{base}/teach/import/", body, follow=True).content.decode()
+    assert "Choose who sees the imported memories." in page and not Memory.objects.exists()
+
+
 def test_import_accepts_an_uploaded_file(alice, signed_in, base):
     upload = SimpleUploadedFile(".cursorrules", RULES.encode(), content_type="text/plain")
     response = signed_in(alice).post(
         f"{base}/teach/import/",
-        {"action": "preview", "source_name": ".cursorrules", "upload": upload, "scope": "project"},
+        {
+            "action": "preview",
+            "import-source_name": ".cursorrules",
+            "import-upload": upload,
+            "import-scope": "project",
+        },
     )
     assert response.status_code == 200 and "Never commit .env files." in response.content.decode()
 
@@ -286,7 +353,12 @@ def test_an_uploaded_file_with_a_byte_order_mark_reads_its_first_heading(alice, 
         signed_in(alice)
         .post(
             f"{base}/teach/import/",
-            {"action": "preview", "source_name": "CLAUDE.md", "upload": upload, "scope": "project"},
+            {
+                "action": "preview",
+                "import-source_name": "CLAUDE.md",
+                "import-upload": upload,
+                "import-scope": "project",
+            },
         )
         .content.decode()
     )
@@ -297,15 +369,20 @@ def test_import_refuses_nothing_and_a_bad_rule_saves_nothing(alice, signed_in, b
     client = signed_in(alice)
     empty = client.post(
         f"{base}/teach/import/",
-        {"action": "preview", "source_name": "AGENTS.md", "text": " ", "scope": "project"},
+        {
+            "action": "preview",
+            "import-source_name": "AGENTS.md",
+            "import-text": " ",
+            "import-scope": "project",
+        },
     )
     assert empty.status_code == 422 and "Paste the file" in empty.content.decode()
     response = client.post(
         f"{base}/teach/import/",
         {
             "action": "save",
-            "source_name": "AGENTS.md",
-            "scope": "project",
+            "import-source_name": "AGENTS.md",
+            "import-scope": "project",
             "rule_count": "2",
             "rule-0-include": "1",
             "rule-0-type": "gotcha",
@@ -319,8 +396,8 @@ def test_import_refuses_nothing_and_a_bad_rule_saves_nothing(alice, signed_in, b
     assert "not be valid" in response.content.decode() and not Memory.objects.exists()
     crowded = {
         "action": "save",
-        "source_name": "AGENTS.md",
-        "scope": "project",
+        "import-source_name": "AGENTS.md",
+        "import-scope": "project",
         "rule_count": "1",
         "rule-0-include": "1",
         "rule-0-type": "gotcha",
@@ -436,10 +513,20 @@ def test_an_import_of_more_rules_than_one_save_takes_says_so_and_a_full_preview_
     text = "\n".join(f"- Always do thing number {i} carefully." for i in range(230))
     preview = client.post(
         f"{base}/teach/import/",
-        {"action": "preview", "source_name": "CLAUDE.md", "text": text, "scope": "project"},
+        {
+            "action": "preview",
+            "import-source_name": "CLAUDE.md",
+            "import-text": text,
+            "import-scope": "project",
+        },
     ).content.decode()
     assert 'data-testid="import-left-out"' in preview and "30 more were left out" in preview
-    body = {"action": "save", "source_name": "CLAUDE.md", "scope": "project", "rule_count": "200"}
+    body = {
+        "action": "save",
+        "import-source_name": "CLAUDE.md",
+        "import-scope": "project",
+        "rule_count": "200",
+    }
     for i in range(200):
         body |= {
             f"rule-{i}-include": "1", f"rule-{i}-type": "preference", f"rule-{i}-heading": "",
@@ -453,7 +540,7 @@ def test_an_import_of_more_rules_than_one_save_takes_says_so_and_a_full_preview_
 def test_importing_a_file_twice_stores_its_rules_once(alice, signed_in, base):
     """Teach refused what the project already remembered word for word; import stored it again,
     and a rule written twice in one file twice."""
-    body = {"action": "save", "source_name": "CLAUDE.md", "scope": "project", "rule_count": "2"}
+    body = {"action": "save", "import-source_name": "CLAUDE.md", "import-scope": "project", "rule_count": "2"}
     for i in range(2):
         body |= {
             f"rule-{i}-include": "1", f"rule-{i}-type": "gotcha", f"rule-{i}-heading": "",

@@ -231,7 +231,7 @@ def test_a_steward_rejects_by_retiring_and_restores(alice, person_with_role, sig
     assert response.status_code == 302 and response["Location"] == f"{base}/sessions/{finished.id}/"
     memory = Memory.objects.get(id=pending)
     assert memory.deprecated and not memory.needs_review
-    assert memory.feedback.filter(kind="flag", note__startswith="[rejected]").exists()
+    assert memory.feedback.filter(kind="flag", note="Rejected in the session review").exists()
     review = steward.get(f"{base}/sessions/{finished.id}/")
     assert pending not in cards(review, "review-title")
     assert f'id="restore-{pending}"' in review.content.decode()

@@ -1,6 +1,7 @@
 """Dashboard pages for tenancy, and CSRF on every dashboard POST."""
 
 import re
+from html import unescape
 
 import pytest
 from django.core import mail
@@ -37,6 +38,24 @@ def test_members_page_shows_the_role_matrix_and_members(alice, bob):
     page = signed_in(alice).get(f"/o/{alice.org.slug}/members/")
     assert page.status_code == 200
     assert bob.user.email.encode() in page.content and b"memories:review" in page.content
+
+
+def test_removing_or_leaving_asks_first_naming_the_person_and_what_is_revoked(alice, bob):
+    """Remove and Leave acted on one click: a slip took someone's keys and devices away."""
+    page = unescape(signed_in(alice).get(f"/o/{alice.org.slug}/members/").content.decode())
+    assert (
+        'data-confirm="Remove Bob (bob@acme.test) from Acme? Their API keys and devices in Acme are revoked."'
+        in page
+    )
+    own = unescape(signed_in(bob).get(f"/o/{bob.org.slug}/members/").content.decode())
+    assert 'data-confirm="Leave Acme? Your API keys and devices in Acme are revoked."' in own
+
+
+def test_the_role_selects_label_is_for_screen_readers_only(alice, bob):
+    page = signed_in(alice).get(f"/o/{alice.org.slug}/members/").content.decode()
+    membership = Membership.objects.get(user=bob.user)
+    assert f'<label class="visually-hidden" for="role-{membership.pk}">Role</label>' in page
+    assert "sr-only" not in page
 
 
 def test_an_admin_invites_and_the_invitee_accepts(alice, db):
