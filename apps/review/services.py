@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
 from apps.memories.drafts import MemoryDraft
 from apps.memories.kinds import Source
@@ -18,6 +19,7 @@ from apps.memories.models import FeedbackKind, Memory
 from apps.review.rules_import import Rule
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
+from apps.tenants.roles import Perm
 from memorysaas.errors import Invalid
 
 TAUGHT_CONFIDENCE = 0.9
@@ -145,14 +147,20 @@ def memory_restore(*, memory: Memory, actor: Principal) -> Memory:
 
 
 @transaction.atomic
-def memories_confirm_all(*, memories: Sequence[Memory], actor: Principal, session_id: str = "") -> int:
+def memories_confirm_all(
+    *, memories: Sequence[Memory], actor: Principal, session_id: str = ""
+) -> tuple[int, int]:
     """Confirm each memory (verified, review cleared, a new version and a `confirm` feedback
-    naming the session), all or none. Returns how many."""
+    naming the session), all or none, but those that wait for a steward when the actor is not
+    one. Returns (how many were confirmed, how many were left for a steward)."""
+    steward = bool(memories) and actor.has(memories[0].organization_id, Perm.MEMORIES_REVIEW)
+    left = [m for m in memories if not steward and memory_selectors.waits_for_steward(m)]
     for memory in memories:
-        memory_services.memory_feedback(
-            memory=memory, actor=actor, kind=FeedbackKind.CONFIRM, session_id=session_id
-        )
-    return len(memories)
+        if memory not in left:
+            memory_services.memory_feedback(
+                memory=memory, actor=actor, kind=FeedbackKind.CONFIRM, session_id=session_id
+            )
+    return len(memories) - len(left), len(left)
 
 
 def memory_pin_toggle(*, memory: Memory, actor: Principal) -> Memory:

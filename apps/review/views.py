@@ -478,14 +478,18 @@ def session_review(request, project, session_id):
 def session_confirm_all(request, project, session_id):
     session = selectors.session_in_project(project=project, session_id=session_id)
     pending = list(selectors.session_pending(principal=request.principal, project=project, session=session))
-    count = services.memories_confirm_all(
+    count, left = services.memories_confirm_all(
         memories=pending, actor=request.principal, session_id=str(session.id)
     )
     message = (
         f"Confirmed {count} memor{'y' if count == 1 else 'ies'} from this session."
         if count
         else "Nothing from this session was waiting for review."
+        if not left
+        else "Nothing confirmed."
     )
+    if left:
+        message += f" {left} held a secret and wait{'s' if left == 1 else ''} for a steward."
     if request.htmx:
         response = _session_review_page(request, project, session)
         response["HX-Trigger-After-Settle"] = json.dumps({"toast": {"target": "body", "value": message}})

@@ -196,6 +196,23 @@ def test_confirm_all_verifies_exactly_this_sessions_memories(alice, bob, signed_
     assert "Confirmed 1 memory from this session." in page and 'data-testid="pending-count">0<' in page
 
 
+def test_confirm_all_leaves_a_memory_that_held_a_secret_for_a_steward(alice, bob, signed_in, base, finished):
+    """A member's confirm of one would be refused (it waits for a steward): Confirm all refused
+    the whole session with it, and its card offered a Confirm that could only fail."""
+    (held,) = pending_ids(finished)
+    Memory.objects.filter(id=held).update(secrets_redacted=True)
+    client = signed_in(bob)
+    response = client.post(f"{base}/sessions/{finished.id}/confirm-all/")
+    assert response.status_code == 302
+    assert Memory.objects.get(id=held).needs_review
+    page = client.get(response["Location"]).content.decode()
+    assert "Nothing confirmed. 1 held a secret and waits for a steward." in page
+    assert f'id="steward-{held}"' in page and f'id="confirm-{held}"' not in page
+    assert f'id="confirm-{held}"' in signed_in(alice).get(response["Location"]).content.decode()
+    signed_in(alice).post(f"{base}/sessions/{finished.id}/confirm-all/")
+    assert pending_ids(finished) == set()
+
+
 def test_confirm_all_with_htmx_answers_with_the_review(alice, signed_in, base, finished):
     response = signed_in(alice).post(f"{base}/sessions/{finished.id}/confirm-all/", HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and 'id="session-review"' in response.content.decode()
