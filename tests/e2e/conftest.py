@@ -110,8 +110,11 @@ def _playwright():
         pytest.fail(
             f"{CHROMIUM} is missing: `make test` installs Debian's chromium as root (apt-get install chromium)"
         )
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # A busy 2-core machine can take more than expect's default 5 s to answer an htmx request:
+    # assertions wait as long as actions do (a wait for a state, never a measure of speed).
+    expect.set_options(timeout=15_000)
     # The ORM calls our tests make beside it are still plain synchronous calls.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
