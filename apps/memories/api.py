@@ -22,7 +22,6 @@ from apps.memories.drafts import (
 from apps.memories.kinds import Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
 from apps.memories.packing import citation
-from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
@@ -113,20 +112,8 @@ class MemoryOut(OutputSchema):
         return citation(str(obj.id), obj.citation_text)
 
     @staticmethod
-    def resolve_relations(obj: Memory, context) -> list:
-        """The relations whose target the reader may see (or that point at a file): another
-        person's personal memory is not named, not even by its id."""
-        relations = list(obj.relations.all())
-        targets = {r.target_memory_id for r in relations if r.target_memory_id is not None}
-        if not targets:
-            return relations
-        principal = getattr((context or {}).get("request"), "auth", None)
-        visible = (
-            set(Memory.objects.visible_to(principal).filter(id__in=targets).values_list("id", flat=True))
-            if isinstance(principal, Principal)
-            else set()
-        )
-        return [r for r in relations if r.target_memory_id is None or r.target_memory_id in visible]
+    def resolve_relations(obj: Memory) -> list:
+        return list(obj.relations.all())  # (as the principal may see them: relations_seen_by)
 
 
 class BatchOut(OutputSchema):
@@ -207,11 +194,11 @@ def memories_create(request, project_id: UUID, payload: Body[CreateIn]):
     if isinstance(payload, BatchIn):
         drafts = [MemoryDraft.model_validate(m.model_dump()) for m in payload.memories]
         created = services.memories_create_batch(project=project, actor=request.auth, drafts=drafts)
-        memories = selectors.memories_by_ids([m.id for m in created])
+        memories = selectors.memories_by_ids([m.id for m in created], principal=request.auth)
         return Status(201, {"count": len(memories), "memories": memories})
     draft = MemoryDraft.model_validate(payload.model_dump())
     memory = services.memory_create(project=project, actor=request.auth, draft=draft)
-    return Status(201, selectors.memories_by_ids([memory.id])[0])
+    return Status(201, selectors.memories_by_ids([memory.id], principal=request.auth)[0])
 
 
 @router.get("/projects/{project_id}/memories", response=MemoryPage)
@@ -228,7 +215,7 @@ def memories_list(request, project_id: UUID, filters: Query[MemoryFilters]):
 def memories_get(request, memory_id: UUID):
     memory = selectors.memory_get(principal=request.auth, memory_id=memory_id)
     require(request.auth, memory.organization_id, Perm.MEMORIES_READ)
-    return selectors.memories_by_ids([memory.id])[0]
+    return selectors.memories_by_ids([memory.id], principal=request.auth)[0]
 
 
 def _writable(request, memory_id: UUID) -> Memory:
@@ -247,7 +234,7 @@ def memories_patch(request, memory_id: UUID, payload: MemoryPatch):
         if selectors.steward_fields(changes, memory):
             require(request.auth, memory.organization_id, Perm.MEMORIES_REVIEW)
         memory = services.memory_update(memory=memory, actor=request.auth, changes=changes)
-    return selectors.memories_by_ids([memory.id])[0]
+    return selectors.memories_by_ids([memory.id], principal=request.auth)[0]
 
 
 @router.delete("/memories/{memory_id}", response={204: None})
@@ -275,7 +262,7 @@ def memories_feedback(request, memory_id: UUID, payload: FeedbackIn):
         note=payload.note,
         session_id=payload.session_id,
     )
-    return selectors.memories_by_ids([memory.id])[0]
+    return selectors.memories_by_ids([memory.id], principal=request.auth)[0]
 
 
 # ---------------------------------------------------------------- retrieval

@@ -62,7 +62,7 @@ from apps.memories.models import (
 )
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, budget_for, citation, pack
-from apps.memories.selectors import memories_visible
+from apps.memories.selectors import memories_visible, relations_seen_by
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -449,7 +449,7 @@ def _timed(fn: Callable[[], T]) -> Callable[[], tuple[T, float]]:
     return run
 
 
-def _results(ids: list[str]) -> dict[str, Memory]:
+def _results(ids: list[str], principal: Principal) -> dict[str, Memory]:
     """The result memories by id: one statement, instances made as a queryset makes them
     (Model.from_db after each field's database converters), relations prefetched only for
     the ones that have any (the others get the empty set a prefetch would leave, without its
@@ -483,7 +483,9 @@ def _results(ids: list[str]) -> dict[str, Memory]:
         memories[str(memory.id)] = memory
         if related:
             has_relations.add(str(memory.id))
-    prefetch_related_objects([m for i, m in memories.items() if i in has_relations], "relations")
+    prefetch_related_objects(
+        [m for i, m in memories.items() if i in has_relations], relations_seen_by(principal)
+    )
     for memory_id, memory in memories.items():
         if memory_id not in has_relations:  # what a prefetch that found nothing leaves behind
             empty = MemoryRelation.objects.none()
@@ -700,7 +702,7 @@ def search(
     clock.lap("rerank")
 
     final = ordered[:limit]
-    memories = _results(final)
+    memories = _results(final, principal)
     path_rank = {path: {i: r for r, i in enumerate(ids, start=1)} for path, ids in ranked_ids.items()}
     hits = [
         Hit(

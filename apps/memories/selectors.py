@@ -11,12 +11,12 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import BooleanField, Q
+from django.db.models import BooleanField, Prefetch, Q
 from django.db.models.expressions import RawSQL
 
 from apps.memories.contextual import memory_embedding_text
 from apps.memories.drafts import clean_paths
-from apps.memories.models import Memory, MemoryQuerySet
+from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -100,13 +100,25 @@ def find_near_duplicate(
     return Memory.objects.filter(id=row[0]).first()
 
 
-def memories_by_ids(ids: Sequence[UUID | str]) -> list[Memory]:
-    """These memories with their relations, in the order given. The caller has checked access."""
+def relations_seen_by(principal: Principal) -> Prefetch:
+    """Memories' relations as `principal` may see them: to a file, or to a memory they may read
+    (another person's personal memory is not named, not even by its id). One query for all."""
+    return Prefetch(
+        "relations",
+        queryset=MemoryRelation.objects.filter(
+            Q(target_memory__isnull=True) | Q(target_memory__in=Memory.objects.visible_to(principal))
+        ),
+    )
+
+
+def memories_by_ids(ids: Sequence[UUID | str], *, principal: Principal) -> list[Memory]:
+    """These memories with the relations `principal` may see, in the order given. The caller
+    has checked access."""
     rows = (
         Memory.objects.filter(id__in=list(ids))
         .select_related("usage_row")
         .defer("embedding", "search_vector")
-        .prefetch_related("relations")
+        .prefetch_related(relations_seen_by(principal))
     )
     by_id = {str(m.id): m for m in rows}
     return [by_id[str(i)] for i in ids if str(i) in by_id]
@@ -214,7 +226,7 @@ def memories_list(
         qs.order_by("-created_at", "-id")
         .select_related("usage_row")
         .defer("embedding", "search_vector")
-        .prefetch_related("relations")[: limit + 1]
+        .prefetch_related(relations_seen_by(principal))[: limit + 1]
     )
     next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
     return page[:limit], next_cursor

@@ -803,7 +803,11 @@ def memory_feedback(
     """
     kind = FeedbackKind(kind).value
     memory = memory_locked(memory)
-    if kind == FeedbackKind.CONFIRM and selectors.waits_for_steward(memory):
+    # (a steward reviews what a redaction took out; a member's correction is kept, not cleared)
+    for_steward = selectors.waits_for_steward(memory) and not actor.has(
+        memory.organization_id, Perm.MEMORIES_REVIEW
+    )
+    if kind == FeedbackKind.CONFIRM and for_steward:
         require(actor, memory.organization_id, Perm.MEMORIES_REVIEW)
     clean, _ = _redacted_fields({"note": note, "session_id": session_id}, model=MemoryFeedback)
     MemoryFeedback.objects.create(
@@ -823,7 +827,8 @@ def memory_feedback(
         memory, kinds = _update(memory, actor, {"content": content}, "corrected")
         # A person's correction is verified and ends the review, unless it brought a secret along
         # (redacted, as in any write): that one waits for a steward.
-        Memory.objects.filter(pk=memory.pk).update(user_verified=not kinds, needs_review=bool(kinds))
+        cleared = not (kinds or for_steward)
+        Memory.objects.filter(pk=memory.pk).update(user_verified=cleared, needs_review=not cleared)
         MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
         memory.refresh_from_db()
         return memory

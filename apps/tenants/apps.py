@@ -1,5 +1,17 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models import Q
+from django.db.models.signals import post_migrate, pre_delete
+from django.utils import timezone
+
+
+def _revoke_their_keys(sender, instance, **kwargs) -> None:
+    """A key acts for its maker (or its device's owner); deleted any way — the admin, a shell,
+    not only the erasure — they would leave it acting for no one, with its scopes unbounded."""
+    from apps.tenants.models import ApiKey
+
+    ApiKey.objects.filter(Q(created_by=instance) | Q(device__user=instance), revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
 
 
 class TenantsConfig(AppConfig):
@@ -17,3 +29,6 @@ class TenantsConfig(AppConfig):
 
         register_schedule("tenants.deletions", "apps.tenants.tasks.deletions_process_due_task", "D")
         post_migrate.connect(ensure_schedules, dispatch_uid="memorysaas.ensure_schedules")
+        pre_delete.connect(
+            _revoke_their_keys, sender=self.get_model("User"), dispatch_uid="tenants.revoke_keys"
+        )

@@ -127,7 +127,8 @@ def _audit_rows(queryset) -> list[dict[str, Any]]:
 
 
 def _invitations_of(user: User, emails: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """The invitations they sent, and those sent to one of their addresses (or accepted by them)."""
+    """The invitations they sent, and those sent to one of their verified addresses (anyone may
+    add an address they do not own, unverified) or accepted by them."""
 
     def row(invitation: Invitation, *, to: bool) -> dict[str, Any]:
         return {
@@ -200,7 +201,7 @@ def user_data(user: User) -> dict[str, Any]:
             }
             for d in Device.objects.filter(user=user)
         ],
-        **_invitations_of(user, {e.email.lower() for e in addresses} | {user.email.lower()}),
+        **_invitations_of(user, {e.email.lower() for e in addresses if e.verified}),
         "audit_log": _audit_rows(AuditLog.objects.filter(actor_user=user)),
     }
     data.update(_collect("export_user", user))

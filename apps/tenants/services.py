@@ -414,15 +414,10 @@ def membership_remove(*, membership: Membership, actor: Principal) -> None:
         metadata={"user_id": membership.user_id, "api_keys_revoked": revoked},
     )
     membership.delete()
-    # An invitation still open for them would let them back in on their own.
-    _invitations_close(membership.organization_id, _addresses_of(membership.user))
+    # An invitation still open to their address would let them back in on their own (only the
+    # address they sign in with can accept one).
+    _invitations_close(membership.organization_id, [membership.user.email])
     access_changed(membership.organization_id)
-
-
-def _addresses_of(user: User) -> list[str]:
-    from allauth.account.models import EmailAddress
-
-    return [user.email, *EmailAddress.objects.filter(user=user).values_list("email", flat=True)]
 
 
 def _invitations_close(organization_id, emails: Iterable[str]) -> int:

@@ -403,7 +403,36 @@ def test_a_memory_that_held_a_secret_leaves_review_only_through_a_steward(
     assert client.patch(url, {"needs_review": False}).status_code == 403
     assert client.post(f"{url}/feedback", {"kind": "confirm"}).status_code == 403
     assert client.patch(url, {"tags": ["deploy"]}).status_code == 200  # the rest of an edit is theirs
+    corrected = client.post(f"{url}/feedback", {"kind": "correct", "content": "Deploy with the CI key."})
+    assert corrected.status_code == 200  # the correction is kept, and still waits
+    assert (corrected.json()["needs_review"], corrected.json()["user_verified"]) == (True, False)
     assert client.get(url).json()["needs_review"] is True
     steward = session_client(person_with_role(Role.STEWARD), enforce_csrf=False)
     assert steward.post(f"{url}/feedback", {"kind": "confirm"}).json()["needs_review"] is False
     assert client.post(f"{url}/feedback", {"kind": "confirm"}).status_code == 200  # nothing to end
+
+
+def test_relations_are_checked_in_one_query_however_many_memories_have_them(alice, api_client):
+    """The visibility of each memory's relation targets was asked once per memory (an N+1 over a
+    page of 200)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = api_client(alice.key)
+    url = f"projects/{alice.project.id}/memories"
+
+    def related_pair(n):
+        target = client.post(url, _body(content=f"Target {n}.")).json()["id"]
+        relation = {"relation_type": "derived_from", "target_memory_id": target}
+        client.post(url, _body(content=f"Derived {n}.", relations=[relation]))
+
+    def queries_for_the_list() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url, {"limit": 200}).status_code == 200
+        return len(captured)
+
+    related_pair(1)
+    few = queries_for_the_list()
+    for n in range(2, 6):
+        related_pair(n)
+    assert queries_for_the_list() == few

@@ -275,3 +275,17 @@ def test_a_key_acts_with_its_makers_current_role_and_teams(alice, person_with_ro
 
     TeamMembership.objects.create(team=team, user=admin.user)
     assert key.get(f"projects/{billing.id}/memories").status_code == 200
+
+
+def test_a_deleted_persons_keys_stop_whichever_way_they_were_deleted(alice, bob, api_client):
+    """A key whose maker was deleted outside the erasure (the admin, a shell) acted for no one,
+    with its scopes unbounded and every project in view."""
+    from apps.tenants import services
+
+    _, device_key = services.device_register(organization=bob.org, actor=bob.principal, name="box")
+    url = f"projects/{bob.project.id}/memories"
+    assert api_client(bob.key).get(url).status_code == 200
+    bob.user.delete()
+    assert api_client(bob.key).get(url).status_code == 401
+    assert api_client(device_key).get(url).status_code == 401
+    assert api_client(alice.key).get(url).status_code == 200

@@ -79,6 +79,11 @@ def test_json_export_holds_everything_about_me_and_no_secret(alice, session_clie
     Invitation.objects.create(
         organization=elsewhere, email="carol@acme.test", token_hash="y" * 64, expires_at=timezone.now()
     )
+    # an address anyone may add to their account, unverified: not a way to read others' invitations
+    alice.user.emailaddress_set.create(email="victim@corp.test", verified=False, primary=False)
+    Invitation.objects.create(
+        organization=elsewhere, email="victim@corp.test", token_hash="z" * 64, expires_at=timezone.now()
+    )
     trust_level_set(project=alice.project, actor=alice.principal, level=1)
 
     client, export = _request_export(session_client, alice, "json")

@@ -28,14 +28,28 @@ def test_a_removed_member_cannot_walk_back_in_through_a_spare_invitation(alice):
     assert _accept(dave, second) == 302
     membership = Membership.objects.get(user=dave, organization=alice.org)
 
-    _, spare = services.invitation_create(
-        organization=alice.org, actor=alice.principal, email="dave+ops@acme.test", role="member"
+    # a spare made before invitations replaced each other
+    spare = Invitation.objects.create(
+        organization=alice.org,
+        email="DAVE@acme.test",
+        role="member",
+        token_hash=Invitation.hash_token("spare"),
+        invited_by=alice.user,
+        expires_at=Invitation.objects.get(email="dave@acme.test", accepted_at__isnull=False).expires_at,
     )
-    dave.emailaddress_set.create(email="dave+ops@acme.test", verified=True, primary=False)
+    someone_elses = Invitation.objects.create(
+        organization=alice.org,
+        email="dave.other@acme.test",  # an address dave added but never verified
+        role="member",
+        token_hash=Invitation.hash_token("other"),
+        invited_by=alice.user,
+        expires_at=spare.expires_at,
+    )
+    dave.emailaddress_set.create(email="dave.other@acme.test", verified=False, primary=False)
     services.membership_remove(membership=membership, actor=alice.principal)
 
-    assert not Invitation.objects.pending().filter(organization=alice.org).exists()
-    assert _accept(dave, spare) == 404
+    assert list(Invitation.objects.pending().filter(organization=alice.org)) == [someone_elses]
+    assert _accept(dave, "spare") == 404
     assert not Membership.objects.filter(user=dave, organization=alice.org).exists()
 
 
