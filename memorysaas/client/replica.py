@@ -296,6 +296,9 @@ class Replica:
         if unknown:
             raise InvalidChange(f"cannot edit {', '.join(unknown)}: one of {', '.join(sorted(EDITABLE))}")
         fields = _checked(fields)
+        if memory_id.startswith(LOCAL_PREFIX) and "deprecated" in fields:
+            # (a create cannot carry it: the server would refuse the whole memory)
+            raise InvalidChange("a memory not synced yet cannot be deprecated: forget it, or sync first")
         self._store({**current, **fields})
         if memory_id.startswith(LOCAL_PREFIX):  # not on the server yet: fold into its create
             self._rewrite_queued(memory_id, fields)
@@ -325,12 +328,17 @@ class Replica:
         `push_error`: the pull runs all the same."""
         report = SyncReport()
         self._push(client, report)
+        waiting = self._waiting()  # what a refused push left queued, by memory
         cursor = self._meta("cursor")
         while True:
             page = client.pull(self.project_id, cursor)
             for change in page["changes"]:
                 if change["op"] == "upsert":
-                    self._store(change["memory"])
+                    memory_id = change["memory"]["id"]
+                    if memory_id not in waiting:
+                        self._store(change["memory"])
+                    elif waiting[memory_id] is not None:  # the device's own edits stay on top
+                        self._store({**change["memory"], **waiting[memory_id]})
                     report.pulled += 1
                 else:
                     self._remove(change["id"])
@@ -341,6 +349,40 @@ class Replica:
             if not page["has_more"]:
                 return report
 
+    def _waiting(self) -> dict[str, dict[str, Any] | None]:
+        """Memories with changes still queued: the fields their edits set, or None for one the
+        device deleted. A pull must not put back what the device changed and has yet to send."""
+        waiting: dict[str, dict[str, Any] | None] = {}
+        for (raw,) in self.db.execute("SELECT change FROM outbox ORDER BY n").fetchall():
+            change = json.loads(raw)
+            if change["op"] == "update" and waiting.get(change["id"], {}) is not None:
+                waiting.setdefault(change["id"], {}).update(change["fields"])
+            elif change["op"] == "delete":
+                waiting[change["id"]] = None
+        return waiting
+
+    def _fold_outbox(self) -> None:
+        """One queued change per memory, as `edit` and `forget` keep it now: an outbox an older
+        client wrote may hold two edits of a memory, or an edit then its delete, which a batch
+        boundary between them would turn into a conflict of the device with itself."""
+        first: dict[str, tuple[int, dict[str, Any]]] = {}
+        for n, raw in self.db.execute("SELECT n, change FROM outbox ORDER BY n").fetchall():
+            change = json.loads(raw)
+            if change["op"] not in ("update", "delete"):
+                continue
+            earlier = first.get(change["id"])
+            if earlier is None or earlier[1]["op"] == "delete":
+                first[change["id"]] = (n, change)
+                continue
+            kept_n, kept = earlier
+            if change["op"] == "update":
+                kept["fields"].update(change["fields"])
+            else:  # the delete, based on the version seen before the edits, as `forget` sends it
+                kept = {**change, "base_version": kept["base_version"]}
+            self.db.execute("UPDATE outbox SET change = ? WHERE n = ?", (json.dumps(kept), kept_n))
+            self.db.execute("DELETE FROM outbox WHERE n = ?", (n,))
+            first[change["id"]] = (kept_n, kept)
+
     def _push(self, client: SyncClient, report: SyncReport) -> None:
         # A create whose memory is gone was forgotten before it ever synced (a client before
         # `forget` dropped its queued changes left it behind): it must not bring the memory back.
@@ -348,6 +390,7 @@ class Replica:
             "DELETE FROM outbox WHERE json_extract(change, '$.op') = 'create'"
             " AND json_extract(change, '$.ref') NOT IN (SELECT id FROM memories)"
         )
+        self._fold_outbox()
         self.db.commit()
         queued = self.db.execute("SELECT n, change FROM outbox ORDER BY n").fetchall()
         for batch in _batches(queued):

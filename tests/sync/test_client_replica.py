@@ -243,7 +243,14 @@ def test_a_write_the_server_would_refuse_is_refused_on_the_device(alice, device)
     with pytest.raises(ValueError, match="cannot edit owner"):
         replica.edit(str(memory.id), owner=1)
     assert replica.pending() == 0 and replica.count() == 1
-    assert replica.get(replica.remember(type="pitfall", content="Aliases are fine."))["type"] == "gotcha"
+    local = replica.remember(type="pitfall", content="Aliases are fine.")
+    assert replica.get(local)["type"] == "gotcha"
+    # a create cannot carry `deprecated`: folded into it, the whole memory came back invalid
+    # and the replica dropped it
+    with pytest.raises(ValueError, match="not synced yet cannot be deprecated"):
+        replica.edit(local, deprecated=True)
+    assert replica.sync(client).rejected == 0 and replica.get(local) is None
+    assert Memory.objects.filter(content="Aliases are fine.").exists()
 
 
 def test_a_change_the_server_rejects_is_set_aside_and_everything_else_syncs(alice, device):
@@ -316,3 +323,59 @@ def test_the_client_batches_pushes_by_the_servers_limit():
     from memorysaas.client import replica
 
     assert replica.PUSH_BATCH == MAX_PUSH
+
+
+def test_a_pull_after_a_refused_push_keeps_the_devices_own_edits(alice, tmp_path):
+    """The pull that runs after a refused push put the server's copy over a memory the device had
+    edited (its edit still queued), and brought back one it had deleted."""
+    read_only = tenant_services.api_key_create(
+        organization=alice.org, actor=alice.principal, name="laptop", scopes=["memories:read", "sync"]
+    )[1]
+    client = SyncClient(
+        "http://testserver", read_only, transport=httpx.WSGITransport(app=get_wsgi_application())
+    )
+    replica = Replica(str(tmp_path / "laptop.db"), project_id=str(alice.project.id))
+    edited = make_memory(alice, content="Backups run nightly.", type="decision")
+    deleted = make_memory(alice, content="Logs are kept 30 days.", type="decision")
+    replica.sync(client)
+    replica.edit(str(edited.id), content="Backups run hourly.")
+    replica.forget(str(deleted.id))
+    for memory in (edited, deleted):
+        memory_update(memory=memory, actor=alice.principal, changes={"tags": ["ops"]})
+
+    report = replica.sync(client)
+    assert report.push_error.startswith("403") and report.pulled == 2
+    mine = replica.get(str(edited.id))
+    assert (mine["content"], mine["tags"]) == ("Backups run hourly.", ["ops"])
+    assert replica.get(str(deleted.id)) is None and replica.pending() == 2
+
+
+def test_an_outbox_an_older_client_wrote_is_folded_before_it_is_split(alice, device, monkeypatch):
+    """Two queued edits of one memory (or an edit then its delete), split across two pushes,
+    made the device conflict with itself."""
+    from memorysaas.client import replica as module
+
+    replica, client = device
+    edited = make_memory(alice, content="Tokens last an hour.", type="decision")
+    deleted = make_memory(alice, content="Tokens are opaque.", type="decision")
+    replica.sync(client)
+    for change in (
+        {
+            "op": "update",
+            "id": str(edited.id),
+            "base_version": 1,
+            "fields": {"content": "Tokens last a day."},
+        },
+        {"op": "update", "id": str(deleted.id), "base_version": 1, "fields": {"tags": ["auth"]}},
+        {"op": "update", "id": str(edited.id), "base_version": 1, "fields": {"tags": ["auth"]}},
+        {"op": "delete", "id": str(deleted.id), "base_version": 2},
+    ):
+        replica.db.execute("INSERT INTO outbox (change) VALUES (?)", (json.dumps(change),))
+    replica.db.commit()
+    monkeypatch.setattr(module, "PUSH_BATCH", 1)
+
+    report = replica.sync(client)
+    assert (report.pushed, report.conflicts, report.rejected) == (2, 0, 0)
+    server = Memory.objects.get(id=edited.id)
+    assert (server.content, server.tags) == ("Tokens last a day.", ["auth"])
+    assert not Memory.objects.filter(id=deleted.id).exists()
