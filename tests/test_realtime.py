@@ -378,3 +378,15 @@ async def _an_org_memory_is_announced_in_every_project_it_applies_in(alice, bob)
     event = await communicator.receive_json_from()
     assert (event["event"], event["data"]["memory_ids"]) == ("memory.created", [str(wide.id)])
     await communicator.disconnect()
+
+
+def test_the_redis_layer_waits_longer_than_its_blocking_pop():
+    """redis-py 8 stops reading a socket after 5 s, the length of channels-redis's blocking pop:
+    each idle websocket's receive failed at 5 s and daphne closed it (1011)."""
+    from channels_redis.core import RedisChannelLayer
+
+    from memorysaas.settings.base import redis_channel_hosts
+
+    layer = RedisChannelLayer(hosts=redis_channel_hosts("redis://127.0.0.1:6379/0"))
+    pool = layer.create_pool(0)  # (makes no connection)
+    assert pool.connection_kwargs["socket_timeout"] > layer.brpop_timeout

@@ -107,11 +107,23 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
 
+# channels-redis waits for a socket's next message with a blocking pop of up to 5 s; redis-py
+# 8 gives up reading a socket after 5 s by default, so every idle websocket died at 5 s (1011).
+CHANNEL_LAYER_SOCKET_TIMEOUT = 30
+
+
+def redis_channel_hosts(url: str) -> list[dict]:
+    return [{"address": url, "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT}]
+
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNELS_PREFIX", "memorysaas")},
+            "CONFIG": {
+                "hosts": redis_channel_hosts(REDIS_URL),
+                "prefix": env_str("CHANNELS_PREFIX", "memorysaas"),
+            },
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
