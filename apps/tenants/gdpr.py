@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import importlib
 import logging
+import re
 from collections.abc import Iterable
 from datetime import timedelta
 from types import ModuleType
@@ -405,7 +406,9 @@ def _audit_everywhere(user: User, action: str) -> None:
 
 
 def user_identifiers(user: User) -> list[str]:
-    identifiers = [str(user.pk), user.email, f"user:{user.pk}"]
+    # (not the bare pk: a job id or a count equal to it named someone else's work; a pk counts
+    # only under a key that says it is a user's, see _mentions)
+    identifiers = [user.email, f"user:{user.pk}"]
     identifiers += [str(e) for e in DataExport.objects.filter(requested_by=user).values_list("id", flat=True)]
     for module in contributors():
         fn = getattr(module, "user_identifiers", None)
@@ -551,11 +554,20 @@ def deletions_process_due(*, now=None) -> dict[str, int]:
 # Queued task arguments
 
 
+_USER_KEY = re.compile(r"(?:^|_)(?:user|owner|actor|person)(?:_?(?:id|pk))?$", re.IGNORECASE)
+
+
 def _mentions(value: Any, exact: set[str], fragments: list[str]) -> bool:
     """Does `value` (task arguments, however nested) name one of the identifiers? Scalars match
-    exactly (a user id 7 is not "17"); strings also match when they contain a long identifier."""
+    exactly (a user id 7 is not "17"); strings also match when they contain a long identifier;
+    a bare number is a user's id only under a key that says so (`user_id=7` is `user:7`)."""
     if isinstance(value, dict):
-        return any(_mentions(k, exact, fragments) or _mentions(v, exact, fragments) for k, v in value.items())
+        return any(
+            _mentions(k, exact, fragments)
+            or _mentions(v, exact, fragments)
+            or (isinstance(k, str) and _USER_KEY.search(k) is not None and f"user:{v}" in exact)
+            for k, v in value.items()
+        )
     if isinstance(value, (list, tuple, set, frozenset)):
         return any(_mentions(v, exact, fragments) for v in value)
     if value is None:

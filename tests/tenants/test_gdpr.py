@@ -279,20 +279,30 @@ def test_hard_delete_purges_queued_task_arguments_that_name_the_person(bob, alic
     other = OrmQ.objects.create(
         key="memorysaas", payload=_signed("apps.x.send", alice.user.email), lock=timezone.now()
     )
-    Task.objects.create(
-        id=uuid.uuid4().hex,
-        name="done",
-        func="apps.x.send",
-        args=(bob.user.pk,),
-        kwargs={},
-        started=timezone.now(),
-        stopped=timezone.now(),
-        success=True,
+    for name, args, kwargs, result in (
+        ("done", (), {"user_id": bob.user.pk}, None),
+        # another tenant's work that happens to hold the same number: an index job's id, a count
+        ("job", (bob.user.pk,), {}, {"deprecated": bob.user.pk}),
+    ):
+        Task.objects.create(
+            id=uuid.uuid4().hex,
+            name=name,
+            func="apps.x.send",
+            args=args,
+            kwargs=kwargs,
+            result=result,
+            started=timezone.now(),
+            stopped=timezone.now(),
+            success=True,
+        )
+    queued_job = OrmQ.objects.create(
+        key="memorysaas", payload=_signed("apps.graph.tasks.index_job_task", bob.user.pk), lock=timezone.now()
     )
     gdpr.account_hard_delete(bob.user.pk)
     assert not OrmQ.objects.filter(id=mine.id).exists()
     assert OrmQ.objects.filter(id=other.id).exists()
     assert not Task.objects.filter(name="done").exists()
+    assert Task.objects.filter(name="job").exists() and OrmQ.objects.filter(id=queued_job.id).exists()
 
 
 @pytest.mark.redis
