@@ -21,6 +21,7 @@ from uuid import UUID
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils import timezone
 
 from memorysaas.realtime import project_group
 
@@ -65,6 +66,7 @@ def _project_seq(principal, project_id: UUID) -> int | None:
 
 class ProjectConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    key_expires_at = None  # when the caller's API key stops working (no event reaches it after)
 
     async def connect(self) -> None:
         principal = await _principal(self.scope)
@@ -76,6 +78,7 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
         if seq is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        self.key_expires_at = principal.api_key.expires_at if principal.api_key is not None else None
         self.group = project_group(project_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -106,9 +109,15 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
         principal = await _principal(self.scope)
         project_id = self.scope["url_route"]["kwargs"]["project_id"]
         if principal is None or await _project_seq(principal, project_id) is None:
-            await self.close(code=CLOSE_NOT_FOUND)
-            await self.disconnect(CLOSE_NOT_FOUND)
-            self.group = None
+            await self._shut()
 
     async def project_event(self, message: dict) -> None:
+        if self.key_expires_at is not None and timezone.now() >= self.key_expires_at:
+            await self._shut()  # the key expired while the socket was open: nothing more for it
+            return
         await self.send_json({"event": message["event"], "seq": message["seq"], "data": message["data"]})
+
+    async def _shut(self) -> None:
+        await self.close(code=CLOSE_NOT_FOUND)
+        await self.disconnect(CLOSE_NOT_FOUND)
+        self.group = None

@@ -285,6 +285,41 @@ async def _taking_access_away_closes_the_sockets_it_covered(alice, bob, person_w
     await sockets["alice"].disconnect()
 
 
+def test_a_key_that_expires_while_its_socket_is_open_gets_nothing_after(alice, monkeypatch):
+    """Its socket went on receiving the project's events after the key itself was refused."""
+    async_to_sync(_a_key_that_expires_while_its_socket_is_open_gets_nothing_after)(alice, monkeypatch)
+
+
+async def _a_key_that_expires_while_its_socket_is_open_gets_nothing_after(alice, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.tenants import services
+    from memorysaas import consumers
+
+    soon = timezone.now() + timedelta(hours=1)
+    _, key = await sync_to_async(
+        lambda: services.api_key_create(
+            organization=alice.org,
+            actor=alice.principal,
+            name="ci",
+            scopes=["memories:read"],
+            expires_at=soon,
+        )
+    )()
+    communicator, connected, _ = await _connect(
+        alice.project.id, (b"authorization", f"Bearer {key}".encode())
+    )
+    assert connected and (await communicator.receive_json_from())["event"] == "hello"
+    await sync_to_async(publish)(alice.project.id, "before", {})
+    assert (await communicator.receive_json_from())["event"] == "before"
+    # two hours on, as the consumer reads the clock
+    monkeypatch.setattr(consumers.timezone, "now", lambda: soon + timedelta(hours=1))
+    await sync_to_async(publish)(alice.project.id, "after", {})
+    assert (await communicator.receive_output())["type"] == "websocket.close"
+
+
 def test_frames_that_are_not_json_text_are_ignored(alice):
     """A binary or non-JSON frame raised inside channels: the consumer died without leaving its
     group, and every later event was queued for a socket that was gone."""

@@ -7,11 +7,15 @@ from django.utils import timezone
 def _revoke_their_keys(sender, instance, **kwargs) -> None:
     """A key acts for its maker (or its device's owner); deleted any way — the admin, a shell,
     not only the erasure — they would leave it acting for no one, with its scopes unbounded."""
-    from apps.tenants.models import ApiKey
+    from apps.tenants.models import ApiKey, Membership
+    from memorysaas.realtime import access_changed
 
     ApiKey.objects.filter(Q(created_by=instance) | Q(device__user=instance), revoked_at__isnull=True).update(
         revoked_at=timezone.now()
     )
+    # Their open pages and their keys' sockets check again (and close) once the deletion commits.
+    for org_id in Membership.objects.filter(user=instance).values_list("organization_id", flat=True):
+        access_changed(org_id)
 
 
 class TenantsConfig(AppConfig):

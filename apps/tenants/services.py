@@ -100,8 +100,8 @@ def organization_create(
 @transaction.atomic
 def personal_workspace_create(*, user: User) -> Project:
     """Signup gives everyone an organization of their own with a first project in it."""
-    org = organization_create(
-        name=f"{user.display_name}'s workspace", slug=user.display_name, owner=user, personal=True
+    org = organization_create(  # (a name fits its 120 characters, however long the address)
+        name=f"{user.display_name[:100]}'s workspace", slug=user.display_name[:50], owner=user, personal=True
     )
     return project_create(
         organization=org, actor=Principal(user=user, roles={org.id: Role.OWNER}), name="My first project"
@@ -264,6 +264,9 @@ def api_key_authenticate(raw: str) -> ApiKey | None:
         return None
     if not api_key.matches(secret) or not api_key.is_active:
         return None
+    acting = api_key.acting_user
+    if acting is not None and not acting.is_active:
+        return None  # a deactivated person's keys act for no one (their sign-in stops too)
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > ApiKey.LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

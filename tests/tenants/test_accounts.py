@@ -36,6 +36,18 @@ def test_signup_creates_a_personal_org_with_a_first_project_and_asks_to_verify(d
     assert len(mail.outbox) == 1 and "confirm" in mail.outbox[0].body.lower()
 
 
+def test_a_long_address_signs_up_whole_with_a_workspace_named_to_fit(db):
+    """The workspace's name ("<address>'s workspace") overflowed its 120 characters: a 500, and a
+    user left behind with no workspace, who could neither sign up again nor use the account."""
+    email = "a" * 110 + "@example.com"
+    response = Client().post(
+        "/accounts/signup/", {"email": email, "password1": PASSWORD, "password2": PASSWORD}
+    )
+    assert response.status_code == 302
+    organization = Membership.objects.get(user__email=email).organization
+    assert organization.is_personal and len(organization.name) <= 120
+
+
 def test_login_waits_for_email_verification_then_lands_on_the_project(db):
     client = Client()
     client.post(

@@ -289,3 +289,12 @@ def test_a_deleted_persons_keys_stop_whichever_way_they_were_deleted(alice, bob,
     assert api_client(bob.key).get(url).status_code == 401
     assert api_client(device_key).get(url).status_code == 401
     assert api_client(alice.key).get(url).status_code == 200
+
+
+def test_a_deactivated_persons_keys_stop(alice, bob, api_client):
+    """Their sign-in stopped; their keys went on reading and writing."""
+    url = f"projects/{bob.project.id}/memories"
+    bob.user.is_active = False
+    bob.user.save(update_fields=["is_active"])
+    assert api_client(bob.key).get(url).status_code == 401
+    assert api_client(alice.key).get(url).status_code == 200

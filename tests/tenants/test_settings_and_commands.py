@@ -9,7 +9,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from apps.tenants.models import ApiKey, Organization
@@ -93,6 +93,13 @@ def test_create_api_key_prints_the_key_once(db):
     key = out.getvalue().strip()
     assert re.fullmatch(r"msk_[a-z0-9]{8}_[A-Za-z0-9]{40}", key)
     assert sorted(ApiKey.objects.get(prefix=key.split("_")[1]).scopes) == ["memories:read", "sync"]
+
+
+def test_create_api_key_names_a_project_that_is_not_there_plainly(db):
+    call_command("bootstrap_demo", stdout=StringIO())
+    for project in ("zzzzzzzz-1180-41a7-b1e9-51bc2f8faf9d", "no-such-project"):  # (36 characters, not a UUID)
+        with pytest.raises(CommandError, match="No project"):
+            call_command("create_api_key", "--org", "demo", "--project", project, stdout=StringIO())
 
 
 def test_the_readme_role_matrix_matches_the_code():

@@ -1,5 +1,7 @@
 """Create an API key from the command line and print it once."""
 
+import uuid
+
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.tenants import services
@@ -34,7 +36,7 @@ class Command(BaseCommand):
         if project:
             qs = Project.objects.for_org(organization)
             target = qs.filter(slug=project).first() or (
-                qs.filter(id=project).first() if len(project) == 36 else None
+                qs.filter(id=_uuid(project)).first() if _uuid(project) else None
             )
             if target is None:
                 raise CommandError(f"No project {project!r} in {org}.")
@@ -49,3 +51,10 @@ class Command(BaseCommand):
         except ApiError as exc:
             raise CommandError(f"{exc.message} {exc.details or ''}") from None
         self.stdout.write(full)
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
