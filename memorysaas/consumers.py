@@ -23,7 +23,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils import timezone
 
-from memorysaas.realtime import project_group
+from memorysaas.realtime import project_group, session_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -66,6 +66,7 @@ def _project_seq(principal, project_id: UUID) -> int | None:
 
 class ProjectConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    signed_in: str | None = None  # the browser session's group (realtime.session_group)
     key_expires_at = None  # when the caller's API key stops working (no event reaches it after)
 
     async def connect(self) -> None:
@@ -81,12 +82,17 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
         self.key_expires_at = principal.api_key.expires_at if principal.api_key is not None else None
         self.group = project_group(project_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        session = self.scope.get("session")
+        if principal.api_key is None and session is not None and session.session_key:
+            self.signed_in = session_group(session.session_key)
+            await self.channel_layer.group_add(self.signed_in, self.channel_name)
         await self.accept()
         await self.send_json({"event": "hello", "seq": seq, "data": {"project": str(project_id)}})
 
     async def disconnect(self, code: int) -> None:
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        for group in (self.group, self.signed_in):
+            if group is not None:
+                await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
         """Frames that are not JSON text are ignored: channels raised on them, which killed the
@@ -117,7 +123,11 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json({"event": message["event"], "seq": message["seq"], "data": message["data"]})
 
+    async def session_ended(self, message: dict) -> None:
+        """The browser session this socket came from signed out (realtime.session_ended)."""
+        await self._shut()
+
     async def _shut(self) -> None:
         await self.close(code=CLOSE_NOT_FOUND)
         await self.disconnect(CLOSE_NOT_FOUND)
-        self.group = None
+        self.group = self.signed_in = None

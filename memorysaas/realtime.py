@@ -27,6 +27,25 @@ def project_group(project_id: UUID | str) -> str:
     return f"project.{project_id}"
 
 
+def session_group(session_key: str) -> str:
+    """The sockets a browser session opened (named by a digest: no session key in the layer)."""
+    import hashlib
+
+    return f"session.{hashlib.sha256(session_key.encode()).hexdigest()[:40]}"
+
+
+def session_ended(session_key: str | None) -> None:
+    """A browser session signed out: the sockets it opened close (they would otherwise go on
+    receiving the project's events until the page was left)."""
+    layer = get_channel_layer()
+    if layer is None or not session_key:
+        return
+    try:
+        async_to_sync(layer.group_send)(session_group(session_key), {"type": "session.ended"})
+    except Exception:
+        logger.exception("Could not close a signed-out session's sockets")
+
+
 def next_project_seq(project_id: UUID | str, count: int = 1) -> int:
     """Take `count` sequence numbers (one statement); returns the last (0 without a project)."""
     with connection.cursor() as cursor:

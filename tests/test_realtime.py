@@ -320,6 +320,30 @@ async def _a_key_that_expires_while_its_socket_is_open_gets_nothing_after(alice,
     assert (await communicator.receive_output())["type"] == "websocket.close"
 
 
+def test_signing_out_closes_the_sockets_that_session_opened(alice):
+    """After signing out, the session's sockets went on receiving the project's events."""
+    async_to_sync(_signing_out_closes_the_sockets_that_session_opened)(alice)
+
+
+async def _signing_out_closes_the_sockets_that_session_opened(alice):
+    client = Client()
+    await sync_to_async(client.force_login)(alice.user, backend="django.contrib.auth.backends.ModelBackend")
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    leaving, connected, _ = await _connect(alice.project.id, (b"cookie", cookie.encode()))
+    assert connected and (await leaving.receive_json_from())["event"] == "hello"
+    staying, connected, _ = await _connect(
+        alice.project.id, (b"cookie", (await sync_to_async(_session_cookie)(alice)).encode())
+    )
+    assert connected and (await staying.receive_json_from())["event"] == "hello"
+
+    response = await sync_to_async(client.post)("/accounts/logout/")
+    assert response.status_code == 302
+    assert (await leaving.receive_output())["type"] == "websocket.close"
+    await sync_to_async(publish)(alice.project.id, "sentinel", {})
+    assert (await staying.receive_json_from())["event"] == "sentinel"  # (another session of hers)
+    await staying.disconnect()
+
+
 def test_frames_that_are_not_json_text_are_ignored(alice):
     """A binary or non-JSON frame raised inside channels: the consumer died without leaving its
     group, and every later event was queued for a socket that was gone."""

@@ -1,7 +1,16 @@
 from django.apps import AppConfig
+from django.contrib.auth.signals import user_logged_out
 from django.db.models import Q
 from django.db.models.signals import post_migrate, pre_delete
 from django.utils import timezone
+
+
+def _close_their_sockets(sender, request, user, **kwargs) -> None:
+    """Signed out: the sockets that browser session opened close."""
+    from memorysaas.realtime import session_ended
+
+    session = getattr(request, "session", None)
+    session_ended(session.session_key if session is not None else None)
 
 
 def _revoke_their_keys(sender, instance, **kwargs) -> None:
@@ -33,6 +42,7 @@ class TenantsConfig(AppConfig):
 
         register_schedule("tenants.deletions", "apps.tenants.tasks.deletions_process_due_task", "D")
         post_migrate.connect(ensure_schedules, dispatch_uid="memorysaas.ensure_schedules")
+        user_logged_out.connect(_close_their_sockets, dispatch_uid="tenants.close_sockets")
         pre_delete.connect(
             _revoke_their_keys, sender=self.get_model("User"), dispatch_uid="tenants.revoke_keys"
         )
