@@ -2,8 +2,9 @@
 
 Refused outright (the whole archive, with the offending entries named): absolute paths, `..`
 components, symlinks and hard links, device files and FIFOs. Skipped and counted: vendored
-directories, files over the per-file ceiling. The unpacked total is capped too (a zip bomb is a
-413, not a full disk).
+directories, files over the per-file ceiling. The unpacked total is capped too, counted as the
+tar is read (a zip or gzip bomb is a 413, not a full disk nor minutes of decompression), and so
+is the number of entries.
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ from django.conf import settings
 from apps.graph.services import MAX_FILE_BYTES, VENDORED_DIRS
 from memorysaas.errors import ApiError, Invalid
 
+# Entries an archive may hold: each header costs a parse (and, in a compressed tar, the data
+# before it a decompression), whatever is then skipped.
+MAX_MEMBERS = 100_000
+
 
 def _unsafe(name: str) -> bool:
     normalized = name.replace("\\", "/")
     return (
-        normalized.startswith("/")
+        not normalized.strip("/.")  # an empty name (zipfile's is_dir fails on it), "/", "."
+        or normalized.startswith("/")
         or (len(normalized) > 1 and normalized[1] == ":")
         or ".." in normalized.split("/")
     )
@@ -77,11 +83,29 @@ def _budget() -> int:
     return int(getattr(settings, "MAX_UNPACKED_BYTES", 5 * settings.MAX_UPLOAD_BYTES))
 
 
-def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
+def _too_large() -> ApiError:
+    return ApiError(413, "The archive unpacks to more than the allowed size.", code="too_large")
+
+
+def _members(archive: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """The tar's entries, header by header, stopping (413) once what reading them decompresses
+    passes the budget: `getmembers` decompressed it all first, skipped members too (a gzip of
+    an 8 GiB member of zeros held a worker for minutes and was then skipped as too large)."""
+    members: list[tarfile.TarInfo] = []
+    total = 0
     try:
-        members = archive.getmembers()
+        while (member := archive.next()) is not None:
+            total += member.size
+            if total > _budget() or len(members) >= MAX_MEMBERS:
+                raise _too_large()
+            members.append(member)
     except (tarfile.TarError, EOFError, OSError):
         raise Invalid("The archive is damaged.", details={"field": "archive"}) from None
+    return members
+
+
+def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
+    members = _members(archive)
     refused = [
         m.name
         for m in members
@@ -93,7 +117,6 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
             details={"entries": refused[:20]},
         )
     skipped = {"binary": 0, "vendored": 0, "huge": 0}
-    total = 0
     for member in members:
         if not member.isfile():
             continue
@@ -103,9 +126,6 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
         if member.size > MAX_FILE_BYTES:
             skipped["huge"] += 1
             continue
-        total += member.size
-        if total > _budget():
-            raise ApiError(413, "The archive unpacks to more than the allowed size.", code="too_large")
         source = archive.extractfile(member)
         if source is None:
             continue
@@ -120,6 +140,8 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
         raise Invalid("The archive is damaged.", details={"field": "archive"}) from None
     with archive:
         infos = archive.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise _too_large()
         refused = [
             i.filename
             for i in infos
@@ -144,7 +166,7 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
                 continue
             total += info.file_size
             if total > _budget():
-                raise ApiError(413, "The archive unpacks to more than the allowed size.", code="too_large")
+                raise _too_large()
             try:
                 data = archive.read(info)
             except (zipfile.BadZipFile, OSError, NotImplementedError):

@@ -673,9 +673,10 @@ def index_changes(
     renamed: dict[str, str] | None = None,
 ) -> IndexResult:
     """Apply changed, deleted and renamed files to the graph (renames move the memories too)."""
-    renamed = dict(renamed or {})
-    deleted = set(deleted) | set(renamed)
+    renamed = {old: new for old, new in (renamed or {}).items() if old != new}  # (a no-op "rename")
     changed = {p: d for p, d in changed.items() if language_of(p) is not None}
+    # A file both sent and deleted is kept, as sent: clearing it took the edges into it with it.
+    deleted = (set(deleted) | set(renamed)) - set(changed)
     result = IndexResult()
     with transaction.atomic():
         _relaxed_commit()

@@ -441,3 +441,52 @@ def test_a_full_index_reports_progress_without_holding_the_project_row(alice, tm
         go.set()
     assert index.finish().status == "done"
     assert Project.objects.get(id=alice.project.id).event_seq > before
+
+
+def test_what_a_tar_decompresses_counts_toward_its_budget_skipped_members_too(
+    alice, api_client, settings, monkeypatch
+):
+    """Only the members unpacked counted: a gzip bomb in a vendored (or too large) member was
+    decompressed whole, minutes of a worker, and then skipped."""
+    from apps.graph import archive
+
+    client = api_client(alice.key)
+    url = f"/api/v1/projects/{alice.project.id}/graph/index"
+    settings.MAX_UNPACKED_BYTES = 4_000
+    bomb = _tar({"node_modules/zeros.js": "0" * 5_000, "a.py": "x = 1\n"})
+    response = client.client.post(url, {"archive": bomb}, **client.headers)
+    assert response.status_code == 413 and response.json()["error"]["code"] == "too_large"
+    monkeypatch.setattr(archive, "MAX_MEMBERS", 3)
+    many = _tar({f"m{i}.py": "x = 1\n" for i in range(4)})
+    assert client.client.post(url, {"archive": many}, **client.headers).status_code == 413
+    assert not IndexJob.objects.exists()
+
+
+def test_a_zip_entry_without_a_name_is_refused_not_a_500(alice, api_client):
+    client = api_client(alice.key)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(zipfile.ZipInfo(""), b"1")
+        archive.writestr("a.py", "x = 1\n")
+    buffer.seek(0)
+    buffer.name = "repo.zip"
+    response = client.client.post(
+        f"/api/v1/projects/{alice.project.id}/graph/index", {"archive": buffer}, **client.headers
+    )
+    assert response.status_code == 422 and response.json()["error"]["details"]["entries"] == [""]
+
+
+def test_a_file_sent_and_deleted_or_renamed_onto_itself_keeps_the_edges_into_it(alice):
+    """It was cleared with its nodes, and the other files' edges into it went with them."""
+    files = {
+        "pkg/__init__.py": b"",
+        "pkg/a.py": b"from pkg import b\n",
+        "pkg/b.py": b"def f():\n    return 1\n",
+    }
+    services.index_changes(alice.project, changed=files)
+    assert ("pkg/a.py", "pkg/b.py") in file_edges(alice.project)
+    again = {"pkg/b.py": b"def f():\n    return 3\n"}
+    services.index_changes(alice.project, changed=again, deleted=["pkg/b.py"])
+    assert ("pkg/a.py", "pkg/b.py") in file_edges(alice.project)
+    services.index_changes(alice.project, changed={}, renamed={"pkg/b.py": "pkg/b.py"})
+    assert ("pkg/a.py", "pkg/b.py") in file_edges(alice.project)
