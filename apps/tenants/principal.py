@@ -36,26 +36,25 @@ class Principal:
         """A key acts as the person who made it (or whose device holds it), within its scopes:
         with their current role and teams in the key's organization, so a demotion narrows
         what their keys do at once. A key no person made (a deleted creator's) keeps its scopes."""
+        from django.contrib.postgres.expressions import ArraySubquery
+
         from apps.tenants.models import Membership, TeamMembership
 
         user = api_key.acting_user
         if user is None:
             return cls(api_key=api_key)
         org_id = api_key.organization_id
-        role = (
+        # (every request with a key asks this: the role and the teams in one statement)
+        teams = TeamMembership.objects.filter(user=user, team__organization_id=org_id).values("team_id")
+        row = (
             Membership.objects.filter(user=user, organization_id=org_id)
-            .values_list("role", flat=True)
+            .values_list("role", ArraySubquery(teams))
             .first()
         )
-        team_ids = TeamMembership.objects.filter(user=user, team__organization_id=org_id).values_list(
-            "team_id", flat=True
-        )
-        return cls(
-            user=user,
-            api_key=api_key,
-            roles={org_id: Role(role)} if role is not None else {},
-            team_ids=frozenset(team_ids) if role is not None else frozenset(),
-        )
+        if row is None:
+            return cls(user=user, api_key=api_key)
+        role, team_ids = row
+        return cls(user=user, api_key=api_key, roles={org_id: Role(role)}, team_ids=frozenset(team_ids))
 
     @property
     def org_ids(self) -> frozenset[UUID]:
