@@ -486,10 +486,14 @@ class Replica:
         self.db.execute("INSERT INTO outbox (change) VALUES (?)", (json.dumps(change),))
 
     def _queued_for(self, memory_id: str) -> list[tuple[int, dict[str, Any]]]:
-        """The queued changes of one memory: its create (by the local id, its `ref`) or its edits."""
-        rows = self.db.execute("SELECT n, change FROM outbox ORDER BY n").fetchall()
-        changes = [(n, json.loads(raw)) for n, raw in rows]
-        return [(n, c) for n, c in changes if memory_id in (c.get("ref"), c.get("id"))]
+        """The queued changes of one memory: its create (by the local id, its `ref`) or its edits.
+        (Every offline edit asks: the outbox is searched, not read whole.)"""
+        rows = self.db.execute(
+            "SELECT n, change FROM outbox WHERE json_extract(change, '$.ref') = ?"
+            " OR json_extract(change, '$.id') = ? ORDER BY n",
+            (memory_id, memory_id),
+        ).fetchall()
+        return [(n, json.loads(raw)) for n, raw in rows]
 
     def _rewrite_queued(self, memory_id: str, fields: dict[str, Any]) -> bool:
         """Fold `fields` into the memory's queued create or edit; False when none is queued."""
