@@ -154,13 +154,15 @@ def memories_confirm_all(
     naming the session), all or none, but those that wait for a steward when the actor is not
     one. Returns (how many were confirmed, how many were left for a steward)."""
     steward = bool(memories) and actor.has(memories[0].organization_id, Perm.MEMORIES_REVIEW)
-    left = [m for m in memories if not steward and memory_selectors.waits_for_steward(m)]
+    left = 0
     for memory in memories:
-        if memory not in left:
-            memory_services.memory_feedback(
-                memory=memory, actor=actor, kind=FeedbackKind.CONFIRM, session_id=session_id
-            )
-    return len(memories) - len(left), len(left)
+        if not steward and memory_selectors.waits_for_steward(memory):
+            left += 1
+            continue
+        memory_services.memory_feedback(
+            memory=memory, actor=actor, kind=FeedbackKind.CONFIRM, session_id=session_id
+        )
+    return len(memories) - left, left
 
 
 def memory_pin_toggle(*, memory: Memory, actor: Principal) -> Memory:

@@ -14,7 +14,7 @@ from apps.memories.selectors import memories_visible
 from apps.sync import selectors, services
 from apps.sync.feed import BadCursor, Cursor
 from apps.tenants.roles import Perm
-from apps.tenants.selectors import project_get
+from apps.tenants.selectors import as_uuid, project_get
 from memorysaas.errors import Forbidden, Invalid, field_errors
 from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema, refuse_unstorable
 
@@ -173,17 +173,10 @@ def _named(raw: Any) -> dict[str, str]:
     return {key: raw[key] for key in ("ref", "id") if isinstance(raw.get(key), str) and len(raw[key]) <= 100}
 
 
-def _uuid(value: Any) -> UUID | None:
-    try:
-        return UUID(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _with_server_copies(principal, project, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """An `invalid` change to a memory the caller may see carries the server's copy (as it is
     after the push), so the device can undo the edit it could not push."""
-    named = {r["id"]: _uuid(r["id"]) for r in results if r["status"] == "invalid" and "id" in r}
+    named = {r["id"]: as_uuid(r["id"]) for r in results if r["status"] == "invalid" and "id" in r}
     wanted = {memory_id for memory_id in named.values() if memory_id is not None}
     if not wanted:
         return results

@@ -9,7 +9,7 @@ from apps.tenants.principal import Principal
 from memorysaas.errors import Forbidden, NotFound
 
 
-def _as_uuid(value: str | UUID) -> UUID | None:
+def as_uuid(value: str | UUID) -> UUID | None:
     if isinstance(value, UUID):
         return value
     try:
@@ -21,7 +21,7 @@ def _as_uuid(value: str | UUID) -> UUID | None:
 def organization_get(*, principal: Principal, ref: str | UUID) -> Organization:
     """An organization the principal belongs to, by slug or id; 404 otherwise."""
     qs = Organization.objects.visible_to(principal)
-    as_id = _as_uuid(ref)
+    as_id = as_uuid(ref)
     org = qs.filter(id=as_id).first() if as_id else qs.filter(slug=str(ref)).first()
     if org is None:
         raise NotFound("No such organization.")
@@ -34,7 +34,7 @@ def organizations_for(*, principal: Principal):
 
 def project_get(*, principal: Principal, project_id: str | UUID, permission: str | None = None) -> Project:
     """The project if the principal can see it (404 otherwise), checked for `permission` (403)."""
-    as_id = _as_uuid(project_id)
+    as_id = as_uuid(project_id)
     project = (
         Project.objects.visible_to(principal).select_related("organization", "team").filter(id=as_id).first()
         if as_id
@@ -71,7 +71,7 @@ def api_keys_for(*, principal: Principal, organization: Organization):
 
 
 def api_key_get(*, principal: Principal, organization: Organization, key_id: str | UUID) -> ApiKey:
-    as_id = _as_uuid(key_id)
+    as_id = as_uuid(key_id)
     key = (
         api_keys_for(principal=principal, organization=organization).filter(id=as_id).first()
         if as_id
@@ -102,7 +102,7 @@ def invitations_pending(*, organization: Organization):
 
 
 def invitation_get(*, organization: Organization, invitation_id: str | UUID) -> Invitation:
-    as_id = _as_uuid(invitation_id)
+    as_id = as_uuid(invitation_id)
     invitation = Invitation.objects.for_org(organization).filter(id=as_id).first() if as_id else None
     if invitation is None:
         raise NotFound("No such invitation.")

@@ -287,7 +287,7 @@ def invitation_create(
         raise ApiError(409, f"{email} is already a member.", code="already_member")
     # Inviting an address again sends a fresh link: the older ones stop working, so only one
     # invitation an address holds is ever open (a spare one let a removed member walk back in).
-    _invitations_close(organization.id, [email])
+    _invitations_close(organization.id, email)
     token = secrets.token_urlsafe(32)
     invitation = Invitation.objects.create(
         organization=organization,
@@ -337,7 +337,7 @@ def invitation_accept(*, token: str, user: User) -> Membership:
     invitation.accepted_at = timezone.now()
     invitation.accepted_by = user
     invitation.save(update_fields=["accepted_at", "accepted_by"])
-    _invitations_close(invitation.organization_id, [invitation.email])
+    _invitations_close(invitation.organization_id, invitation.email)
     audit_record(actor=Principal(user=user), action="invitation.accepted", target=invitation)
     return membership
 
@@ -419,20 +419,15 @@ def membership_remove(*, membership: Membership, actor: Principal) -> None:
     membership.delete()
     # An invitation still open to their address would let them back in on their own (only the
     # address they sign in with can accept one).
-    _invitations_close(membership.organization_id, [membership.user.email])
+    _invitations_close(membership.organization_id, membership.user.email)
     access_changed(membership.organization_id)
 
 
-def _invitations_close(organization_id, emails: Iterable[str]) -> int:
-    """Revoke the organization's pending invitations to any of `emails` (case aside)."""
-    to = Q()
-    for email in {e.strip().lower() for e in emails if e}:
-        to |= Q(email__iexact=email)
-    if not to:
-        return 0
+def _invitations_close(organization_id, email: str) -> int:
+    """Revoke the organization's pending invitations to `email` (case aside)."""
     return (
         Invitation.objects.pending()
-        .filter(to, organization_id=organization_id)
+        .filter(organization_id=organization_id, email__iexact=email.strip())
         .update(revoked_at=timezone.now())
     )
 

@@ -1,13 +1,12 @@
 """Create an API key from the command line and print it once."""
 
-import uuid
-
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.tenants import services
 from apps.tenants.models import Membership, Organization, Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import API_KEY_SCOPES, Role
+from apps.tenants.selectors import as_uuid
 from memorysaas.errors import ApiError
 
 
@@ -36,7 +35,7 @@ class Command(BaseCommand):
         if project:
             qs = Project.objects.for_org(organization)
             target = qs.filter(slug=project).first() or (
-                qs.filter(id=_uuid(project)).first() if _uuid(project) else None
+                qs.filter(id=as_id).first() if (as_id := as_uuid(project)) else None
             )
             if target is None:
                 raise CommandError(f"No project {project!r} in {org}.")
@@ -51,10 +50,3 @@ class Command(BaseCommand):
         except ApiError as exc:
             raise CommandError(f"{exc.message} {exc.details or ''}") from None
         self.stdout.write(full)
-
-
-def _uuid(text: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return None
