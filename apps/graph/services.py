@@ -556,13 +556,13 @@ def index_directory(
     tree = read_tree(root, include=include)
     report(10)
     with _collector_paused():  # until what the index built is gone again
-        result, _ = _replace_graph(project, tree, report)
+        result = _replace_graph(project, tree, report)
     _memories_follow(project, tree)
     return result
 
 
-def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> tuple[IndexResult, set[str]]:
-    """The full index's transaction, and the paths it indexed.
+def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> IndexResult:
+    """The full index's transaction.
 
     PostgreSQL's work — above all the chunks' keyword vectors — is the longest single thread of
     a full index, so it starts at once and is not kept waiting: other processes parse the files
@@ -618,7 +618,7 @@ def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> tupl
         files=len(paths), nodes=nodes, edges=edge_out.count, closure_rows=closure_out.count,
         chunks=chunk_out.count, skipped=dict(tree.skipped),
     )  # fmt: skip
-    return result, paths
+    return result
 
 
 # The columns the graph's queries filter and join on; the chunks' search vector is left to
