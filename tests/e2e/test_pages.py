@@ -47,6 +47,21 @@ def warm_up(live_url, person) -> None:
     assert response.status_code == 200, response.text
 
 
+def count_live_refreshes(page) -> None:
+    """Count, in `window.liveRefreshes`, the swaps an element makes when a live event asks it to
+    re-fetch: a test waits for the one its own action causes before it moves focus, so the
+    re-rendered list does not land between a focus and a key press."""
+    page.evaluate(
+        """() => {
+            window.liveRefreshes = 0;
+            document.addEventListener("htmx:afterSettle", (event) => {
+                const cause = event.detail.requestConfig?.triggeringEvent?.type || "";
+                if (cause.startsWith("live-")) window.liveRefreshes += 1;
+            });
+        }"""
+    )
+
+
 def populate(alice, bob) -> dict[str, Memory]:
     """A small but lifelike project: several types, sources and modules, usage, a dispute, a
     stale memory, a recipe."""
@@ -188,9 +203,12 @@ def test_health_browse_filter_confirm_and_correct(page_as, live_url, alice, bob,
 
     migrations = cards.filter(has_text="Migrations run before the web process starts")
     expect(migrations.get_by_test_id("review-badge")).to_be_visible()
+    count_live_refreshes(page)
     migrations.get_by_role("button", name="Confirm").click()
     expect(migrations.get_by_test_id("verified-badge")).to_be_visible()
     expect(migrations.get_by_test_id("review-badge")).to_have_count(0)
+    # The confirmation's live event re-renders the list: let that land before moving focus.
+    page.wait_for_function("() => window.liveRefreshes >= 1")
     confirmed = Memory.objects.get(pk=made["migrations"].pk)
     assert confirmed.user_verified and not confirmed.needs_review
 
