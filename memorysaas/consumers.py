@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from channels.auth import get_user
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils import timezone
@@ -111,7 +112,11 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"event": "pong", "seq": None, "data": {}})
 
     async def access_recheck(self, message: dict) -> None:
-        """Someone lost access in the organization (realtime.access_changed): is it this caller?"""
+        """Someone lost access in the organization (realtime.access_changed): is it this caller?
+        A browser's user is read again from its session (as a request would): the one resolved
+        when the socket opened would outlive a password change or a deactivation."""
+        if "user" in self.scope and _bearer(self.scope) is None:
+            self.scope["user"] = await get_user(self.scope)
         principal = await _principal(self.scope)
         project_id = self.scope["url_route"]["kwargs"]["project_id"]
         if principal is None or await _project_seq(principal, project_id) is None:

@@ -344,6 +344,43 @@ async def _signing_out_closes_the_sockets_that_session_opened(alice):
     await staying.disconnect()
 
 
+def test_a_new_password_or_a_deactivation_closes_the_sockets_it_signed_out(alice, bob):
+    """A password change signs out the person's other sessions, and deactivating them signs out
+    every session and stops their keys; the sockets those opened went on receiving events."""
+    async_to_sync(_a_new_password_or_a_deactivation_closes_the_sockets_it_signed_out)(alice, bob)
+
+
+async def _a_new_password_or_a_deactivation_closes_the_sockets_it_signed_out(alice, bob):
+    from tests.conftest import PASSWORD
+
+    changing = Client()
+    await sync_to_async(changing.force_login)(alice.user, backend="django.contrib.auth.backends.ModelBackend")
+    sockets = {}
+    for name, header in {
+        "alice elsewhere": (b"cookie", (await sync_to_async(_session_cookie)(alice)).encode()),
+        "bob": (b"cookie", (await sync_to_async(_session_cookie)(bob)).encode()),
+        "bob's key": (b"authorization", f"Bearer {bob.key}".encode()),
+    }.items():
+        communicator, connected, _ = await _connect(alice.project.id, header)
+        assert connected and (await communicator.receive_json_from())["event"] == "hello"
+        sockets[name] = communicator
+
+    new = "a-Brand-new-passphrase-42"
+    response = await sync_to_async(changing.post)(
+        "/accounts/password/change/", {"oldpassword": PASSWORD, "password1": new, "password2": new}
+    )
+    assert response.status_code == 302, response.content
+    assert (await sockets["alice elsewhere"].receive_output())["type"] == "websocket.close"
+
+    def deactivate_bob():
+        bob.user.is_active = False
+        bob.user.save()
+
+    await sync_to_async(deactivate_bob)()
+    for name in ("bob", "bob's key"):
+        assert (await sockets[name].receive_output())["type"] == "websocket.close", name
+
+
 def test_frames_that_are_not_json_text_are_ignored(alice):
     """A binary or non-JSON frame raised inside channels: the consumer died without leaving its
     group, and every later event was queued for a socket that was gone."""

@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.contrib.auth.signals import user_logged_out
 from django.db.models import Q
-from django.db.models.signals import post_migrate, pre_delete
+from django.db.models.signals import post_migrate, post_save, pre_delete, pre_save
 from django.utils import timezone
 
 
@@ -27,6 +27,30 @@ def _revoke_their_keys(sender, instance, **kwargs) -> None:
         access_changed(org_id)
 
 
+def _note_sign_in_change(sender, instance, update_fields=None, **kwargs) -> None:
+    """Before a person is saved: does the save change their password or deactivate them?"""
+    if instance.pk is None or (
+        update_fields is not None and not {"password", "is_active"} & set(update_fields)
+    ):
+        return  # a new person, or a save that leaves both alone (e.g. last_login at each sign-in)
+    before = type(instance).objects.filter(pk=instance.pk).values_list("password", "is_active").first()
+    instance._sign_in_changed = before is not None and before != (instance.password, instance.is_active)
+
+
+def _recheck_their_sockets(sender, instance, **kwargs) -> None:
+    """A new password signs out the person's other sessions and a deactivated person is signed
+    out everywhere: their open sockets check again once the save commits (the consumer re-reads
+    the user from the session, so a session the change invalidated closes; so do the sockets
+    of a deactivated person's keys)."""
+    from apps.tenants.models import Membership
+    from memorysaas.realtime import access_changed
+
+    if not instance.__dict__.pop("_sign_in_changed", False):
+        return
+    for org_id in Membership.objects.filter(user=instance).values_list("organization_id", flat=True):
+        access_changed(org_id)
+
+
 class TenantsConfig(AppConfig):
     name = "apps.tenants"
     label = "tenants"
@@ -46,3 +70,6 @@ class TenantsConfig(AppConfig):
         pre_delete.connect(
             _revoke_their_keys, sender=self.get_model("User"), dispatch_uid="tenants.revoke_keys"
         )
+        user = self.get_model("User")
+        pre_save.connect(_note_sign_in_change, sender=user, dispatch_uid="tenants.note_sign_in_change")
+        post_save.connect(_recheck_their_sockets, sender=user, dispatch_uid="tenants.recheck_sockets")
