@@ -203,6 +203,7 @@ def test_health_browse_filter_confirm_and_correct(page_as, live_url, alice, bob,
 
     migrations = cards.filter(has_text="Migrations run before the web process starts")
     expect(migrations.get_by_test_id("review-badge")).to_be_visible()
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "open")
     count_live_refreshes(page)
     migrations.get_by_role("button", name="Confirm").click()
     expect(migrations.get_by_test_id("verified-badge")).to_be_visible()
