@@ -2,9 +2,11 @@
 allocations, drop near-duplicates, cluster by file and cite each memory. Pure: no Django.
 
 Tokens are estimated, not counted by a downloaded tokenizer (the service never fetches one):
-`estimate_tokens` takes the larger of chars/4 and 4/3 per word-or-symbol run, which tracks
-cl100k-style tokenizers within about 10% on English prose and over-counts code slightly — the
-safe side for a budget.
+`estimate_tokens` takes the larger of a character count and 3/4 per word-or-symbol run. ASCII
+costs a token per 4 characters, which tracks cl100k-style tokenizers within about 10% on English
+prose and over-counts code slightly; a CJK, kana or hangul character costs one (those scripts
+run about a token per character and write no spaces), any other non-ASCII character half of one
+— the safe side for a budget in every script.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from dataclasses import dataclass, field
 from apps.memories.kinds import PACKING
 
 _PIECES = re.compile(r"\w+|[^\w\s]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+# Han (with its extensions and compatibility forms), kana, hangul, full-width forms.
+_WIDE = re.compile(
+    r"[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]"
+)
 DEDUPE_JACCARD = 0.8
 OTHER = "other"
 
@@ -24,7 +31,20 @@ OTHER = "other"
 def estimate_tokens(text: str) -> int:
     if not text:
         return 0
-    return max(math.ceil(len(text) / 4), math.ceil(len(_PIECES.findall(text)) * 0.75))
+    by_pieces = math.ceil(len(_PIECES.findall(text)) * 0.75)
+    if text.isascii():
+        return max(math.ceil(len(text) / 4), by_pieces)
+    other = len(_NON_ASCII.findall(text))
+    wide = len(_WIDE.findall(text))
+    ascii_chars = len(text) - other
+    other -= wide
+    return max(math.ceil(ascii_chars / 4 + wide + other / 2), by_pieces)
+
+
+def one_line(text: str) -> str:
+    """Text a packed line or heading carries: its line breaks (and runs of space) made one space,
+    so no field can start a line of its own in the packed text."""
+    return " ".join(text.split())
 
 
 def citation(memory_id: str, citation_text: str) -> str:
@@ -42,7 +62,7 @@ class PackItem:
 
     @property
     def line(self) -> str:
-        return f"- ({self.memory_type}) {' '.join(self.content.split())} {citation(self.memory_id, self.citation_text)}"
+        return f"- ({self.memory_type}) {one_line(self.content)} {citation(self.memory_id, one_line(self.citation_text))}"
 
 
 @dataclass
@@ -60,7 +80,15 @@ def budget_for(phase: str, token_budget: int | None = None) -> tuple[int, dict[s
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(w.lower() for w in re.findall(r"\w+", text))
+    """What near-duplicate detection compares: lower-cased words, and the character pairs of
+    runs in scripts written without spaces (a whole CJK sentence would otherwise be one word)."""
+    words = set()
+    for word in re.findall(r"\w+", text.lower()):
+        if _WIDE.search(word):
+            words.update(word[i : i + 2] for i in range(max(len(word) - 1, 1)))
+        else:
+            words.add(word)
+    return frozenset(words)
 
 
 def _duplicate(words: frozenset[str], kept: list[frozenset[str]]) -> bool:
@@ -113,7 +141,7 @@ def pack(
     """Pack `items` (best first) for `phase`. Session notes, if any, come first and share the budget."""
     budget, allocation = budget_for(phase, token_budget)
     title = f"## Project memory ({phase})"
-    note_lines = [f"- (session note) {' '.join(n.split())}" for n in notes]
+    note_lines = [f"- (session note) {one_line(n)}" for n in notes]
     header = estimate_tokens(title) + 1
     kept_notes = []
     for line in note_lines:  # (a note too long for what is left leaves room for shorter ones)
@@ -140,7 +168,7 @@ def _render(title: str, notes: list[str], chosen: list[tuple[PackItem, int]]) ->
     groups: dict[str, list[tuple[PackItem, int]]] = {}
     for pair in sorted(chosen, key=lambda pair: -pair[0].score):
         item = pair[0]
-        key = item.related_files[0] if item.related_files else "general"
+        key = one_line(item.related_files[0]) if item.related_files else "general"
         groups.setdefault(key, []).append(pair)
     lines = [title]
     if notes:

@@ -762,6 +762,10 @@ def _update(
         changed |= {"secrets_redacted", "secret_kinds", "needs_review"}
     if not changed:
         return memory, kinds
+    if "content" in changed or ("needs_review" in changed and memory.needs_review):
+        # New text, or someone put it back in review: the accesses that earned the old text its
+        # confidence and cleared its review do not vouch for this.
+        MemoryUsage.objects.filter(memory=memory).update(uncorrected_access_count=0)
     _save_change(memory, actor, change, changed)
     audit_record(actor=actor, action=f"memory.{change}", target=memory, metadata={"fields": sorted(changed)})
     return memory, kinds

@@ -85,6 +85,25 @@ def test_a_flag_or_correction_restarts_the_uncorrected_count(alice):
     assert (memory.access_count, memory.uncorrected_access_count) == (8, 0)
 
 
+def test_an_edit_of_the_text_or_a_return_to_review_restarts_the_uncorrected_count(alice):
+    """Twelve accesses earned the old text its reward: putting it back in review by an update,
+    or rewriting its content, was undone (review cleared, confidence raised) by the next access."""
+    memory = make_memory(alice, confidence=0.8, needs_review=False)
+    _access(memory, 12)
+    services.memory_update(memory=memory, actor=alice.principal, changes={"needs_review": True})
+    _access(memory, 1)
+    memory = Memory.objects.get(id=memory.id)
+    assert memory.needs_review and memory.uncorrected_access_count == 1
+    _access(memory, 3)  # (5 uncorrected accesses would be at the next)
+    earned = Memory.objects.get(id=memory.id).confidence
+    services.memory_update(memory=memory, actor=alice.principal, changes={"content": "New text entirely."})
+    _access(memory, 1)
+    memory = Memory.objects.get(id=memory.id)
+    assert (memory.confidence, memory.uncorrected_access_count) == (earned, 1)
+    services.memory_update(memory=memory, actor=alice.principal, changes={"tags": ["other"]})
+    assert Memory.objects.get(id=memory.id).uncorrected_access_count == 1  # (other fields: no restart)
+
+
 def test_a_dispute_restarts_the_count_and_keeps_its_review_however_often_it_is_used(alice):
     memory = make_memory(alice, confidence=0.8)
     _access(memory, 9)
