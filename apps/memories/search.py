@@ -892,7 +892,8 @@ def build_context(
     packed = pack(items, phase=phase_name, token_budget=token_budget, notes=notes)
     used = [item.memory_id for item, _ in packed.items]
     new = record_injection(session_id=session_id or None, project=project, memory_ids=used)
-    memories_record_access(memory_ids=used if new is None else new)
+    # Within a session each memory counts once; outside one, repeated calls are paced.
+    memories_record_access(memory_ids=used if new is None else new, paced=new is None)
     timings = {**result.timings_ms, "pack": round((time.perf_counter() - started) * 1000, 3)}
     return {
         "phase": phase_name,

@@ -65,6 +65,10 @@ FLAG_PENALTY = 0.2
 ACCESS_REWARD = 0.05
 ACCESSES_FOR_REWARD = 5
 ACCESSES_TO_CLEAR_REVIEW = 10
+# An access outside a session (a /context call without session_id) counts toward those rewards
+# only when the memory's previous access is older than this: within a session each memory
+# counts once, and without one a loop of calls would otherwise clear a review in seconds.
+UNPACED_ACCESS_GAP = timedelta(hours=1)
 
 # Fields whose change alters what the memory says, so its index and embedding are rebuilt.
 _TEXT_FIELDS = {"content", "type", "tags", "related_files", "related_modules", "citation_text", "payload"}
@@ -886,11 +890,13 @@ def memory_reinforce(
     return memory
 
 
-def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
+def memories_record_access(*, memory_ids: Sequence[UUID | str], paced: bool = False) -> None:
     """Each injection is an access: after 5 uncorrected accesses confidence +0.05 (cap 0.95),
     after 10 needs_review clears (V5 §18) — not for a memory whose review is a steward's (a
     redacted secret, an open dispute, an observer memory tainted by outside text). One
     statement; no version bump (bookkeeping only).
+    `paced` (an access outside any session): it counts toward those rewards only if the
+    memory's previous access is older than UNPACED_ACCESS_GAP; access_count counts it anyway.
     The counts go to the narrow usage rows; a memory row is written only for those of its
     memories whose confidence or review flag the access changes.
 
@@ -903,43 +909,50 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            WITH counted AS (
+            WITH before AS (
+                SELECT memory_id, last_accessed_at FROM memories_memoryusage
+                WHERE memory_id = ANY(%(ids)s::uuid[])
+            ), counted AS (
                 INSERT INTO memories_memoryusage AS u
                     (memory_id, access_count, uncorrected_access_count, last_accessed_at)
-                SELECT id, 1, 1, now() FROM memories_memory WHERE id = ANY(%s::uuid[])
+                SELECT id, 1, 1, now() FROM memories_memory WHERE id = ANY(%(ids)s::uuid[])
                 ORDER BY id FOR KEY SHARE
                 ON CONFLICT (memory_id) DO UPDATE SET
                     access_count = u.access_count + 1,
-                    uncorrected_access_count = u.uncorrected_access_count + 1,
+                    uncorrected_access_count = u.uncorrected_access_count + CASE
+                        WHEN NOT %(paced)s OR u.last_accessed_at <= now() - %(gap)s THEN 1 ELSE 0 END,
                     last_accessed_at = now()
                 RETURNING memory_id, uncorrected_access_count AS n
+            ), stepped AS (  -- the accesses that counted toward the rewards (the snapshot's `before`)
+                SELECT counted.* FROM counted LEFT JOIN before USING (memory_id)
+                WHERE NOT %(paced)s OR before.last_accessed_at IS NULL
+                    OR before.last_accessed_at <= now() - %(gap)s
             )
             UPDATE memories_memory m SET
                 confidence = CASE
-                    WHEN counted.n %% %s = 0 AND confidence < %s THEN least(%s, confidence + %s)
+                    WHEN stepped.n %% %(every)s = 0 AND confidence < %(cap)s
+                    THEN least(%(cap)s, confidence + %(reward)s)
                     ELSE confidence END,
                 needs_review = CASE
-                    WHEN counted.n >= %s AND NOT secrets_redacted AND NOT disputed
+                    WHEN stepped.n >= %(clear)s AND NOT secrets_redacted AND NOT disputed
                         AND NOT ('obs:tainted' = ANY(tags))
                     THEN false ELSE needs_review END
-            FROM counted
-            WHERE m.id = counted.memory_id AND (
-                (counted.n %% %s = 0 AND m.confidence < %s)
-                OR (counted.n >= %s AND m.needs_review AND NOT m.secrets_redacted AND NOT m.disputed
+            FROM stepped
+            WHERE m.id = stepped.memory_id AND (
+                (stepped.n %% %(every)s = 0 AND m.confidence < %(cap)s)
+                OR (stepped.n >= %(clear)s AND m.needs_review AND NOT m.secrets_redacted AND NOT m.disputed
                     AND NOT ('obs:tainted' = ANY(m.tags)))
             )
             """,
-            [
-                [str(i) for i in memory_ids],
-                ACCESSES_FOR_REWARD,
-                CONFIDENCE_CAP,
-                CONFIDENCE_CAP,
-                ACCESS_REWARD,
-                ACCESSES_TO_CLEAR_REVIEW,
-                ACCESSES_FOR_REWARD,
-                CONFIDENCE_CAP,
-                ACCESSES_TO_CLEAR_REVIEW,
-            ],
+            {
+                "ids": [str(i) for i in memory_ids],
+                "paced": paced,
+                "gap": UNPACED_ACCESS_GAP,
+                "every": ACCESSES_FOR_REWARD,
+                "cap": CONFIDENCE_CAP,
+                "reward": ACCESS_REWARD,
+                "clear": ACCESSES_TO_CLEAR_REVIEW,
+            },
         )
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from apps.memories import fusion, services
 from apps.memories.keyword import select_filter_terms
-from apps.memories.models import TENANT_MATCH, Memory
+from apps.memories.models import TENANT_MATCH, Memory, MemoryUsage
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
 from apps.memories.search import Scope, keyword_candidates, search
 from apps.memories.selectors import memories_visible
@@ -326,7 +329,20 @@ def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client
     assert f"[Memory #{str(corpus['jwt'].id)[:8]}: verifyJwt clock skew]" in body["text"]
     assert str(corpus["noise"].id) not in {m["id"] for m in body["memories"]}  # stale: never injected
     jwt = Memory.objects.get(id=corpus["jwt"].id)
-    assert jwt.access_count == 5 and jwt.confidence == pytest.approx(0.85)
+    # Outside a session, calls within the hour count toward the reward once: a loop of calls
+    # with a read-only key cleared reviews and raised confidence in seconds.
+    assert (jwt.access_count, jwt.uncorrected_access_count, jwt.confidence) == (5, 1, 0.8)
+    for _ in range(4):  # an hour apart
+        MemoryUsage.objects.filter(memory=jwt).update(
+            last_accessed_at=F("last_accessed_at") - timedelta(hours=1)
+        )
+        assert (
+            client.post(url, {"phase": "implement", "task": "verifyJwt", "token_budget": 200}).status_code
+            == 200
+        )
+    jwt = Memory.objects.get(id=corpus["jwt"].id)
+    assert (jwt.access_count, jwt.uncorrected_access_count) == (9, 5)
+    assert jwt.confidence == pytest.approx(0.85)
     assert client.post(url, {"phase": "implement"}).status_code == 422
     assert client.post(url, {"phase": "implement", "files": ["", " ./ ", "./", "/"]}).status_code == 422
 

@@ -104,6 +104,22 @@ def test_an_edit_of_the_text_or_a_return_to_review_restarts_the_uncorrected_coun
     assert Memory.objects.get(id=memory.id).uncorrected_access_count == 1  # (other fields: no restart)
 
 
+def test_paced_accesses_within_the_hour_count_but_earn_nothing_again(alice):
+    """Outside a session, an access within an hour of the last one counts (access_count) but not
+    toward confidence or review — nor does it pay the fifth access's reward a second time."""
+    memory = make_memory(alice, confidence=0.8)
+    _access(memory, 5)
+    assert Memory.objects.get(id=memory.id).confidence == pytest.approx(0.85)
+    for _ in range(3):
+        services.memories_record_access(memory_ids=[memory.id], paced=True)
+    memory = Memory.objects.get(id=memory.id)
+    assert (memory.access_count, memory.uncorrected_access_count) == (8, 5)
+    assert memory.confidence == pytest.approx(0.85)
+    MemoryUsage.objects.filter(memory=memory).update(last_accessed_at=timezone.now() - timedelta(hours=2))
+    services.memories_record_access(memory_ids=[memory.id], paced=True)
+    assert Memory.objects.get(id=memory.id).uncorrected_access_count == 6
+
+
 def test_a_dispute_restarts_the_count_and_keeps_its_review_however_often_it_is_used(alice):
     memory = make_memory(alice, confidence=0.8)
     _access(memory, 9)
