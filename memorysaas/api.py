@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError
@@ -9,6 +11,7 @@ from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
+from ninja.openapi.schema import OpenAPISchema
 from ninja.parser import Parser
 
 from apps.tenants.auth import principal_auth
@@ -32,7 +35,71 @@ class JsonOnlyParser(Parser):
         return parse_json(request.body)
 
 
-api = NinjaAPI(
+ERROR_OUT = {
+    "title": "ErrorOut",
+    "description": "The envelope of every error response.",
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "details"],
+            "properties": {
+                "code": {"type": "string", "description": "Machine-readable, e.g. `not_found`."},
+                "message": {"type": "string", "description": "For a person."},
+                "details": {"description": "More about the error (field errors, limits), or null."},
+            },
+        }
+    },
+}
+ERROR_DESCRIPTIONS = {
+    400: "The body is not valid JSON (`malformed_json`) or is empty (`empty_body`).",
+    401: "Authentication required (`unauthenticated`).",
+    403: "The key or user may not do this (`forbidden`).",
+    404: "Not found, or not visible to the caller (`not_found`).",
+    415: "The body is not application/json (`unsupported_media_type`).",
+    422: "The request is not valid (`validation_error`); `details` says where.",
+}
+
+
+def error_responses(operation: dict) -> dict[int, dict]:
+    """The error responses every operation of this shape can give (its own declared ones aside)."""
+    statuses = set()
+    if operation.get("security"):
+        statuses |= {401, 403}
+    parameters = operation.get("parameters", [])
+    if any(p.get("in") == "path" for p in parameters):
+        statuses.add(404)
+    if parameters or "requestBody" in operation:
+        statuses.add(422)
+    if "requestBody" in operation:
+        statuses |= {400, 415}
+    return {
+        status: {
+            "description": ERROR_DESCRIPTIONS[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+        }
+        for status in sorted(statuses)
+    }
+
+
+class Api(NinjaAPI):
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict | None = None
+    ) -> OpenAPISchema:
+        """ninja's schema, with the error envelope (`ErrorOut`) and the error responses of each
+        operation: auth (401/403), a path object (404), a body (400/415) and validation (422)."""
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        schema.setdefault("components", {}).setdefault("schemas", {})["ErrorOut"] = copy.deepcopy(ERROR_OUT)
+        for item in schema.get("paths", {}).values():
+            for operation in item.values():
+                responses = operation.setdefault("responses", {})
+                for status, response in error_responses(operation).items():
+                    responses.setdefault(status, response)
+        return schema
+
+
+api = Api(
     title="memorysaas API",
     version="1",
     description="Memory for AI coding agents. Authenticate with `Authorization: Bearer msk_…`.",

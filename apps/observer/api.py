@@ -231,7 +231,7 @@ def sessions_open(request, project_id: UUID, payload: SessionIn):
         if session.ab_group == "control"
         else selectors.start_context(session=session, principal=request.auth, files=payload.files)
     )
-    services.start_injection_record(start)
+    services.start_injection_record(session=session, start_context=start)
     session.start_context = start
     return Status(201, session)
 

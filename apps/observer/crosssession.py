@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 MAX_MEMORIES = 5
 WEEKLY_MIN_EDGE_SESSIONS = 5
 WEEKLY_MIN_EDGES = 3
+LLM_TYPES = {"prefetch_pattern", "causal_dependency", "gotcha", "error_pattern", "module_insight"}
 
 
 def module_summary(project_id, module: str) -> dict[str, Any]:
@@ -92,30 +94,42 @@ def _llm_candidates(
     except Exception:
         logger.warning("Module synthesis call failed; using templates", exc_info=True)
         return [], True
-    allowed = {"prefetch_pattern", "causal_dependency", "gotcha", "error_pattern", "module_insight"}
-    out = []
-    for item in items[:MAX_MEMORIES] if isinstance(items, list) else []:
-        if (
-            not isinstance(item, dict)
-            or item.get("type") not in allowed
-            or not str(item.get("content", "")).strip()
-        ):
-            continue
-        files = [str(f) for f in item.get("related_files", []) if isinstance(f, str)][:20]
-        confidence = min(0.9, max(0.3, float(item.get("confidence") or 0.6)))
-        out.append(
-            promotion.Candidate(
-                kind="module_synthesis",
-                ident=promotion.T_ident("synthesis", f"{module}|{item['type']}|{item['content']}"),
-                memory_type=item["type"],
-                data={},
-                confidence=round(confidence, 3),
-                files=files,
-                modules=[module],
-                content=str(item["content"])[:2000],
-            )
-        )
-    return out, True
+    candidates = (
+        [_llm_candidate(module, item) for item in items[:MAX_MEMORIES]] if isinstance(items, list) else []
+    )
+    return [c for c in candidates if c is not None], True
+
+
+def _llm_candidate(module: str, item: Any) -> promotion.Candidate | None:
+    """One item of the model's answer as a candidate; None when it is malformed (the others stay)."""
+    if not isinstance(item, dict):
+        return None
+    memory_type, content, files = item.get("type"), item.get("content"), item.get("related_files")
+    if not isinstance(memory_type, str) or memory_type not in LLM_TYPES:
+        return None
+    if not isinstance(content, str) or not content.strip():
+        return None
+    if files is None:
+        files = []
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    raw = item.get("confidence")
+    try:
+        confidence = float(0.6 if raw is None else raw)
+    except (TypeError, ValueError):
+        return None  # e.g. "high"
+    if not math.isfinite(confidence):
+        return None
+    return promotion.Candidate(
+        kind="module_synthesis",
+        ident=promotion.T_ident("synthesis", f"{module}|{memory_type}|{content}"),
+        memory_type=memory_type,
+        data={},
+        confidence=round(min(0.9, max(0.3, confidence)), 3),
+        files=files[:20],
+        modules=[module],
+        content=content[:2000],
+    )
 
 
 def _template_candidates(

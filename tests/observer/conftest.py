@@ -53,3 +53,6 @@ def agent(alice, api_client, monkeypatch) -> Agent:
 
     monkeypatch.setattr(services, "ab_group", lambda session_id: "memory")
     return Agent(api_client(alice.key), str(alice.project.id))
+
+
+from tests.memories.conftest import fake_openai  # noqa: E402, F401  (the fake OpenAI server)

@@ -1058,3 +1058,25 @@ def test_git_log_with_a_path_longer_than_a_module_is_taken(agent):
     response = agent.client.post(f"projects/{agent.project_id}/observer/git-log", {"log": log})
     assert response.status_code == 200, response.content
     assert PatternStat.objects.get(kind="co_change").module == "p"
+
+
+def test_what_session_start_offers_counts_once_and_as_applied_in_the_session(agent, alice):
+    """Session start counted its recipe as an access but not as injected: /context in the same
+    session packed it and counted it again, and the session review left it out of "applied"."""
+    from apps.review.selectors import session_review
+    from tests.memories.factories import make_memory
+
+    recipe = make_memory(
+        alice, type="workflow_recipe", content="Refunds: edit the service, then run the tests.",
+        payload={"task_pattern": "add refunds", "steps": [{"order": 1, "description": "edit shop/refunds.py"}]},
+    )  # fmt: skip
+    session = agent.open(task="add refunds")
+    assert [r["id"] for r in session["start_context"]["recipes"]] == [str(recipe.id)]
+    body = {"phase": "define", "task": "add refunds", "session_id": session["id"]}
+    context = agent.client.post(f"projects/{agent.project_id}/context", body).json()
+    assert str(recipe.id) in [m["id"] for m in context["memories"]]
+    assert Memory.objects.get(id=recipe.id).access_count == 1
+    stored = Session.objects.get(id=session["id"])
+    assert stored.injected_memory_ids == [recipe.id]
+    review = session_review(principal=alice.principal, project=alice.project, session=stored)
+    assert [m.id for m in review.applied] == [recipe.id]

@@ -96,6 +96,24 @@ def test_the_openapi_schema_and_docs_are_served(db, api_client):
     assert Client().get(script).status_code == 200
 
 
+def test_the_openapi_schema_documents_the_error_envelope_on_every_operation(alice, api_client):
+    """Only success responses were documented: no 4xx, and no schema for the envelope."""
+    schema = api_client().get("openapi.json").json()
+    error_out = schema["components"]["schemas"]["ErrorOut"]
+    error = assert_envelope(api_client(alice.key).get(f"memories/{alice.project.id}"), 404)
+    assert error_out["required"] == ["error"]
+    assert set(error_out["properties"]["error"]["required"]) == set(error)
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    create = schema["paths"]["/api/v1/projects/{project_id}/memories"]["post"]["responses"]
+    assert {"400", "401", "403", "404", "415", "422"} <= set(create)
+    assert all(create[status]["content"] == ref for status in ("401", "403", "404", "422"))
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            if path != "/api/v1/health":
+                assert {"401", "403"} <= set(operation["responses"]), (method, path)
+    assert not {"401", "403"} & set(schema["paths"]["/api/v1/health"]["get"]["responses"])
+
+
 def test_a_slug_asked_for_and_taken_is_a_409_and_a_name_taken_gets_the_next_slug(alice, api_client):
     client = api_client(alice.key)
     first = client.post("projects", {"name": "Billing", "slug": "billing"})
