@@ -5,7 +5,9 @@ A full index reads and parses every supported file once (extract.py), resolves i
 the repository (resolve.py), builds nodes, edges, chunks and the file-level closure in memory
 and writes them with COPY in one transaction. An incremental update marks the changed files'
 edges stale at once, then replaces their symbols and outgoing edges and recomputes the closure
-only for the files whose dependency paths can have changed.
+only for the files whose dependency paths can have changed. Every file's link facts (imports,
+calls, bases) are kept, so that when a batch adds, deletes or renames files, the other files
+whose imports now land elsewhere are linked again without their source, as a full index would.
 """
 
 from __future__ import annotations
@@ -837,6 +839,9 @@ def _delete_link_edges(project: Project, paths: list[str]) -> None:
 
 
 def _write_links(project: Project, files: dict[str, FileFacts]) -> None:
+    """Replace the batch's stored link facts (a renamed file's went with its old path)."""
+    if not files:
+        return
     GraphFileLinks.objects.filter(project=project, path__in=list(files))._raw_delete(connection.alias)
     pid = str(project.id)
     _copy("graph_graphfilelinks", LINKS_COLUMNS, (_links_line(pid, facts) for facts in files.values()))

@@ -52,7 +52,9 @@ def test_a_file_that_arrives_later_is_linked_from_files_indexed_before_it(alice,
     graph = dependency_graph(alice.project)
     assert ("a.py", "tools/util.py", "imports") in graph["edges"]
     assert ("a.py:main", "tools/util.py:helper", "calls") in graph["edges"]
-    assert_same_as_full_index(alice.project, charlie.project, {**A_USES_TOOLS, **TOOLS_UTIL}, tmp_path / "full")
+    assert_same_as_full_index(
+        alice.project, charlie.project, {**A_USES_TOOLS, **TOOLS_UTIL}, tmp_path / "full"
+    )
 
 
 PKG = {
@@ -96,8 +98,12 @@ def test_a_rename_swap_links_the_importers_to_what_now_lives_at_each_path(alice,
 def test_a_rename_links_the_files_that_imported_the_new_name(alice, charlie, tmp_path):
     before = {**A_USES_TOOLS, "tools/old.py": TOOLS_UTIL["tools/util.py"]}
     services.index_changes(alice.project, changed=encoded(before))
-    services.index_changes(alice.project, changed=encoded(TOOLS_UTIL), renamed={"tools/old.py": "tools/util.py"})
-    assert_same_as_full_index(alice.project, charlie.project, {**A_USES_TOOLS, **TOOLS_UTIL}, tmp_path / "full")
+    services.index_changes(
+        alice.project, changed=encoded(TOOLS_UTIL), renamed={"tools/old.py": "tools/util.py"}
+    )
+    assert_same_as_full_index(
+        alice.project, charlie.project, {**A_USES_TOOLS, **TOOLS_UTIL}, tmp_path / "full"
+    )
 
 
 def stored_links(project) -> list[tuple]:
@@ -110,8 +116,13 @@ def test_another_projects_link_facts_are_neither_read_nor_changed(alice, charlie
     services.index_changes(charlie.project, changed=encoded({**A_USES_TOOLS, "e.py": "import tools.util\n"}))
     services.index_changes(alice.project, changed=encoded(A_USES_TOOLS))
     charlie_before = (stored_links(charlie.project), dependency_graph(charlie.project))
-    result = services.index_changes(alice.project, changed=encoded(TOOLS_UTIL))
+    with CaptureQueriesContext(connection) as queries:
+        result = services.index_changes(alice.project, changed=encoded(TOOLS_UTIL))
     assert result.relinked == ["a.py"]  # (not charlie's e.py)
+    touching = [q["sql"] for q in queries if "graph_graphfilelinks" in q["sql"]]
+    assert touching and all(
+        str(alice.project.id).replace("-", "") in sql.replace("-", "") for sql in touching
+    )
     assert (stored_links(charlie.project), dependency_graph(charlie.project)) == charlie_before
     services.index_changes(alice.project, changed={}, deleted=["a.py", "b.py"])
     assert stored_links(alice.project) == [("tools/util.py", "python", [], [], [])]
