@@ -145,6 +145,32 @@ class GraphClosure(models.Model):
         return f"{self.descendant_id} → {self.ancestor_id} ({self.depth})"
 
 
+class GraphFileLinks(models.Model):
+    """What linking reads of one indexed file besides its definitions (those are its nodes): its
+    language, imports, top-level calls and bases, as `extract.FileFacts` has them. An update that
+    adds, deletes or renames files re-links the files whose imports now resolve elsewhere from
+    these, without their source.
+
+    imports: [specifier, [names], reexport, kind]; calls: [caller qualname or null, callee];
+    bases: [class qualname, base, kind]. One row per (project, path), the primary key; written by
+    COPY with the nodes, and, as on the other bulk tables, without a per-row constraint check."""
+
+    pk = models.CompositePrimaryKey("project", "path")
+    project = models.ForeignKey(
+        "tenants.Project", on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    path = models.CharField(max_length=500)
+    language = models.CharField(max_length=12)
+    imports = models.JSONField(default=list)
+    calls = models.JSONField(default=list)
+    bases = models.JSONField(default=list)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return self.path
+
+
 class CodeChunk(models.Model):
     """A function or class (or a whole small file) with its contextual prefix (seeds/003 §6)."""
 

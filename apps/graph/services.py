@@ -5,7 +5,9 @@ A full index reads and parses every supported file once (extract.py), resolves i
 the repository (resolve.py), builds nodes, edges, chunks and the file-level closure in memory
 and writes them with COPY in one transaction. An incremental update marks the changed files'
 edges stale at once, then replaces their symbols and outgoing edges and recomputes the closure
-only for the files whose dependency paths can have changed.
+only for the files whose dependency paths can have changed. Every file's link facts (imports,
+calls, bases) are kept, so that when a batch adds, deletes or renames files, the other files
+whose imports now land elsewhere are linked again without their source, as a full index would.
 """
 
 from __future__ import annotations
@@ -26,17 +28,19 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.graph import bulk, fanout
 from apps.graph import closure as closure_mod
-from apps.graph.extract import Chunk, FileFacts, chunks, is_test_file, language_of
+from apps.graph.extract import Chunk, Definition, FileFacts, Import, chunks, is_test_file, language_of
 from apps.graph.models import (
     DEPENDENCY_KINDS,
     EDGE_WEIGHTS,
     CodeChunk,
     GraphClosure,
     GraphEdge,
+    GraphFileLinks,
     GraphNode,
     IndexJob,
     IndexStatus,
@@ -256,12 +260,13 @@ def _scope(
 @dataclass
 class FilePart:
     """What one file brings to a full index, made in the process that parsed it: its chunks as
-    COPY lines, its nodes and the edges inside it, and those nodes as COPY lines still without
-    their ids (reserved once every file's nodes are counted)."""
+    COPY lines, its nodes and the edges inside it, those nodes as COPY lines still without
+    their ids (reserved once every file's nodes are counted), and its link facts' COPY line."""
 
     chunk_lines: list[str]
     graph: Graph
     node_tails: list[str]
+    links_line: str
 
 
 def file_part(project_id: str, facts: FileFacts, source: bytes) -> FilePart:
@@ -271,6 +276,7 @@ def file_part(project_id: str, facts: FileFacts, source: bytes) -> FilePart:
         list(_chunk_lines(project_id, chunks(facts, source))),
         part,
         [_node_tail(project_id, row) for row in part.nodes.values()],
+        _links_line(project_id, facts),
     )
 
 
@@ -381,7 +387,7 @@ def _clear(project: Project, *, paths: list[str] | None = None) -> None:
                 " (SELECT id FROM graph_graphnode WHERE project_id = %s AND kind = 'file')",
                 [project.id],
             )
-            for table in ("graph_graphedge", "graph_codechunk", "graph_graphnode"):
+            for table in ("graph_graphedge", "graph_codechunk", "graph_graphnode", "graph_graphfilelinks"):
                 cursor.execute(f"DELETE FROM {table} WHERE project_id = %s", [project.id])
             return
         cursor.execute(
@@ -389,9 +395,10 @@ def _clear(project: Project, *, paths: list[str] | None = None) -> None:
             [project.id, paths],
         )
         _delete_nodes([row[0] for row in cursor.fetchall()])
-        cursor.execute(
-            "DELETE FROM graph_codechunk WHERE project_id = %s AND path = ANY(%s)", [project.id, paths]
-        )
+        for table in ("graph_codechunk", "graph_graphfilelinks"):
+            cursor.execute(
+                f"DELETE FROM {table} WHERE project_id = %s AND path = ANY(%s)", [project.id, paths]
+            )
 
 
 def _delete_nodes(ids: list[int]) -> None:
@@ -413,6 +420,7 @@ EDGE_COLUMNS = ("project_id", "source_id", "target_id", "kind", "confidence", "w
 CLOSURE_COLUMNS = ("project_id", "ancestor_id", "descendant_id", "depth", "path", "edge_kinds", "weight")
 CHUNK_COLUMNS = ("project_id", "path", "language", "chunk_type", "name", "start_line", "end_line", "content",
                  "context_prefix", "name_words", "path_words")  # fmt: skip
+LINKS_COLUMNS = ("project_id", "path", "language", "imports", "calls", "bases")
 
 
 def _node_tail(project_id: str, r: dict[str, Any]) -> str:
@@ -423,6 +431,18 @@ def _node_tail(project_id: str, r: dict[str, Any]) -> str:
         f"{project_id}\t{r['kind']}\t{text(r['key'])}\t{text(r['path'])}\t{text(r['name'][:300])}\t"
         f"{r['language']}\t{field(r['start_line'])}\t{field(r['end_line'])}\t{'t' if r['is_test'] else 'f'}\t"
         f"{metadata}"
+    )
+
+
+def _links_line(project_id: str, facts: FileFacts) -> str:
+    """A file's GraphFileLinks COPY line. Each call pair is kept once: a repeated call makes no
+    other edge, and Django's calls are a fifth fewer that way."""
+    text, dumps = bulk.text, bulk.json_text
+    imports = [[i.specifier, list(i.names), i.reexport, i.kind] for i in facts.imports]
+    calls = list(dict.fromkeys(facts.calls))
+    return (
+        f"{project_id}\t{text(facts.path)}\t{facts.language}\t{text(dumps(imports))}\t"
+        f"{text(dumps(calls))}\t{text(dumps(facts.bases))}"
     )
 
 
@@ -527,6 +547,7 @@ class IndexResult:
     closure_rows: int = 0
     chunks: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    relinked: list[str] = field(default_factory=list)  # other files whose imports the batch moved
 
     @property
     def skipped_total(self) -> int:
@@ -603,6 +624,8 @@ def _replace_graph(project: Project, tree: SourceTree, report: Progress) -> Inde
             edge_out.lines(edge_lines)
             ahead = list(islice(closure, CLOSURE_AHEAD))
         report(75)
+        with bulk.CopyWriter("graph_graphfilelinks", LINKS_COLUMNS) as links_out:
+            links_out.lines(parts[path].links_line for path in files)
         paths, nodes = set(files), len(ids)
         with bulk.CopyWriter("graph_graphclosure", CLOSURE_COLUMNS) as closure_out:
             closure_out.lines(chain(ahead, closure))
@@ -697,22 +720,31 @@ def index_changes(
         _add_directories(graph, files)
         for facts in files.values():
             _link_file(graph, facts, resolver.resolve(facts), defs_by_file)
+        relinked: dict[str, FileFacts] = {}
+        if all_paths != known or renamed:
+            moved = set(renamed) | set(renamed.values())
+            relinked = _moved_importers(project, set(changed), Resolver(known), resolver, moved)
+            for facts in relinked.values():
+                _link_file(graph, facts, resolver.resolve(facts), defs_by_file)
+            affected |= _dependents(project, list(relinked))
         ids = _upsert_nodes(project, graph, files)
         GraphEdge.objects.filter(project=project, source__path__in=list(files)).exclude(
             source__kind__in=("directory", "module")
         )._raw_delete(connection.alias)
-        external = {k: v for k, v in _ids_for(project, {t for _, t, _, _ in graph.edges} - set(ids)).items()}
-        result.edges = _write_edges(project, graph.edges, {**ids, **external})
+        _delete_link_edges(project, list(relinked))
+        ends = {key for source, target, _, _ in graph.edges for key in (source, target)}
+        result.edges = _write_edges(project, graph.edges, {**ids, **_ids_for(project, ends - set(ids))})
         CodeChunk.objects.filter(project=project, path__in=list(files)).delete()
         result.chunks = _write_chunks(project, [c for p, f in files.items() for c in chunks(f, changed[p])])
+        _write_links(project, files)
         new_deps = {path: graph.file_deps.get(path, set()) for path in files}
-        if deleted or any(new_deps[p] != old_deps.get(p, set()) for p in files):
+        if deleted or relinked or any(new_deps[p] != old_deps.get(p, set()) for p in files):
             result.closure_rows = _recompute_closure(
                 project, affected | set(_ids_for(project, files).values())
             )
         GraphNode.objects.filter(project=project, kind="file", path__in=list(files)).update(stale_at=None)
         GraphEdge.objects.filter(project=project, source__path__in=list(files)).update(stale_at=None)
-    result.files, result.nodes = len(files), len(ids)
+    result.files, result.nodes, result.relinked = len(files), len(ids), sorted(relinked)
     if renamed:
         from apps.memories.services import memories_files_renamed
 
@@ -749,6 +781,70 @@ def _deps_of(project: Project, paths: Iterable[str]) -> dict[str, set[str]]:
     for source, target in rows.values_list("source__path", "target__path"):
         deps[source].add(target)
     return deps
+
+
+def _moved_importers(
+    project: Project, batch: set[str], before: Resolver, after: Resolver, moved: set[str]
+) -> dict[str, FileFacts]:
+    """The stored files outside the batch that must be linked again, with the facts to do it.
+
+    Which file an import lands in depends on which files exist (Python takes the deepest module
+    there is), so a batch that adds, deletes or renames files can move other files' imports: one
+    unresolved until its target arrived, one that fell back to a package's `__init__` until the
+    submodule existed, one whose target left. Comparing each file's imports resolved against the
+    paths before and after the batch (not against its stored edges, which a full index resolved
+    with tsconfig and go.mod the batch does not have) finds them. A file importing a renamed
+    path is taken too: what it calls there may have moved (a swap keeps every path)."""
+    chosen: dict[str, FileFacts] = {}
+    stored = GraphFileLinks.objects.filter(project=project).exclude(path__in=list(batch))
+    for path, language, imports in stored.values_list("path", "language", "imports"):
+        facts = FileFacts(path=path, language=language, lines=0)
+        facts.imports = [
+            Import(spec, tuple(names), reexport, kind) for spec, names, reexport, kind in imports
+        ]
+        now = after.resolve(facts)
+        if now != before.resolve(facts) or any(target in moved for target, _ in now):
+            chosen[path] = facts
+    if chosen:
+        _stored_calls_and_methods(project, chosen)
+    return chosen
+
+
+def _stored_calls_and_methods(project: Project, files: dict[str, FileFacts]) -> None:
+    """Complete stored facts for `_link_file`: the calls and bases, and the nested definitions
+    (their nodes) through which a method's call finds a sibling. A Go method is `Type.name` at
+    the top level, with no parent: never a sibling there."""
+    rows = GraphFileLinks.objects.filter(project=project, path__in=list(files))
+    for path, calls, bases in rows.values_list("path", "calls", "bases"):
+        files[path].calls = [(caller, callee) for caller, callee in calls]
+        files[path].bases = [(owner, base, kind) for owner, base, kind in bases]
+    symbols = GraphNode.objects.filter(project=project, path__in=list(files)).exclude(
+        kind__in=("file", "directory", "module")
+    )
+    for path, key in symbols.values_list("path", "key"):
+        qualname, facts = key[len(path) + 1 :], files[path]
+        if "." in qualname and facts.language != "go":
+            parent, name = qualname.rsplit(".", 1)
+            facts.definitions.append(Definition("method", name, qualname, 0, 0, 0, 0, parent=parent))
+
+
+def _delete_link_edges(project: Project, paths: list[str]) -> None:
+    """The edges `_link_file` made from these files (imports, re-exports, calls and bases),
+    leaving the structure inside them (contains, a file's exports of its own symbols)."""
+    if not paths:
+        return
+    GraphEdge.objects.filter(project=project, source__path__in=paths).filter(
+        Q(kind__in=("imports", "calls", "extends", "implements")) | Q(kind="exports", target__kind="file")
+    )._raw_delete(connection.alias)
+
+
+def _write_links(project: Project, files: dict[str, FileFacts]) -> None:
+    """Replace the batch's stored link facts (a renamed file's went with its old path)."""
+    if not files:
+        return
+    GraphFileLinks.objects.filter(project=project, path__in=list(files))._raw_delete(connection.alias)
+    pid = str(project.id)
+    _copy("graph_graphfilelinks", LINKS_COLUMNS, (_links_line(pid, facts) for facts in files.values()))
 
 
 def _ids_for(project: Project, keys: Iterable[str]) -> dict[str, int]:

@@ -11,7 +11,7 @@ from django.db import connection
 from apps.graph import bulk, selectors, services
 from apps.graph.closure import closure, copy_lines, strongest
 from apps.graph.extract import extract
-from apps.graph.models import CodeChunk, GraphClosure, GraphEdge, GraphNode, IndexJob
+from apps.graph.models import CodeChunk, GraphClosure, GraphEdge, GraphFileLinks, GraphNode, IndexJob
 from memorysaas.realtime import project_group
 from tests.graph.conftest import write_tree
 
@@ -33,6 +33,7 @@ def counts(project) -> dict[str, int]:
         "edges": GraphEdge.objects.filter(project=project).count(),
         "closure": GraphClosure.objects.filter(project=project).count(),
         "chunks": CodeChunk.objects.filter(project=project).count(),
+        "links": GraphFileLinks.objects.filter(project=project).count(),
     }
 
 
@@ -162,6 +163,7 @@ def test_deleting_a_project_takes_its_whole_graph_with_it(alice, charlie, py_rep
     assert GraphClosure.objects.count() == kept["closure"]
     assert GraphNode.objects.count() == kept["nodes"] and GraphEdge.objects.count() == kept["edges"]
     assert CodeChunk.objects.count() == kept["chunks"]
+    assert GraphFileLinks.objects.count() == kept["links"]
 
 
 def stored_graph(project) -> dict[str, set]:
