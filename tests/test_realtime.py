@@ -371,6 +371,9 @@ async def _a_new_password_or_a_deactivation_closes_the_sockets_it_signed_out(ali
     )
     assert response.status_code == 302, response.content
     assert (await sockets["alice elsewhere"].receive_output())["type"] == "websocket.close"
+    await sync_to_async(publish)(alice.project.id, "sentinel", {})
+    for name in ("bob", "bob's key"):  # (still there: her password is not theirs)
+        assert (await sockets[name].receive_json_from())["event"] == "sentinel", name
 
     def deactivate_bob():
         bob.user.is_active = False

@@ -291,6 +291,9 @@ class MemoryUsage(models.Model):
     uncorrected_access_count = models.PositiveIntegerField(default=0)
     # The decay clock: last injected or reinforced (the memory's created_at before either).
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    # The last access that counted toward those rewards: one outside a session counts only an
+    # hour after it (services.UNPACED_ACCESS_GAP).
+    last_counted_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.memory_id} used {self.access_count}×"

@@ -4,9 +4,9 @@ allocations, drop near-duplicates, cluster by file and cite each memory. Pure: n
 Tokens are estimated, not counted by a downloaded tokenizer (the service never fetches one):
 `estimate_tokens` takes the larger of a character count and 3/4 per word-or-symbol run. ASCII
 costs a token per 4 characters, which tracks cl100k-style tokenizers within about 10% on English
-prose and over-counts code slightly; a CJK, kana or hangul character costs one (those scripts
-run about a token per character and write no spaces), any other non-ASCII character half of one
-— the safe side for a budget in every script.
+prose and over-counts code slightly; an accented Latin, Greek or Cyrillic letter costs half of
+one, and any other character one (CJK, kana and hangul run about a token per character and
+write no spaces; Devanagari, Thai or an emoji as much or more) — the safe side for a budget.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from apps.memories.kinds import PACKING
 
 _PIECES = re.compile(r"\w+|[^\w\s]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_ALPHABETIC = re.compile(r"[\u0080-\u052f\u1e00-\u1fff]")  # Latin-1 to Cyrillic, Latin and Greek extended
 # Han (with its extensions and compatibility forms), kana, hangul, full-width forms.
 _WIDE = re.compile(
     r"[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]"
@@ -34,11 +35,10 @@ def estimate_tokens(text: str) -> int:
     by_pieces = math.ceil(len(_PIECES.findall(text)) * 0.75)
     if text.isascii():
         return max(math.ceil(len(text) / 4), by_pieces)
-    other = len(_NON_ASCII.findall(text))
-    wide = len(_WIDE.findall(text))
-    ascii_chars = len(text) - other
-    other -= wide
-    return max(math.ceil(ascii_chars / 4 + wide + other / 2), by_pieces)
+    non_ascii = len(_NON_ASCII.findall(text))
+    alphabetic = len(_ALPHABETIC.findall(text))
+    ascii_chars = len(text) - non_ascii
+    return max(math.ceil(ascii_chars / 4 + alphabetic / 2 + (non_ascii - alphabetic)), by_pieces)
 
 
 def one_line(text: str) -> str:

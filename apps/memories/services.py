@@ -66,7 +66,7 @@ ACCESS_REWARD = 0.05
 ACCESSES_FOR_REWARD = 5
 ACCESSES_TO_CLEAR_REVIEW = 10
 # An access outside a session (a /context call without session_id) counts toward those rewards
-# only when the memory's previous access is older than this: within a session each memory
+# only when the memory's last counted access is older than this: within a session each memory
 # counts once, and without one a loop of calls would otherwise clear a review in seconds.
 UNPACED_ACCESS_GAP = timedelta(hours=1)
 
@@ -896,7 +896,9 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str], paced: bool = Fa
     redacted secret, an open dispute, an observer memory tainted by outside text). One
     statement; no version bump (bookkeeping only).
     `paced` (an access outside any session): it counts toward those rewards only if the
-    memory's previous access is older than UNPACED_ACCESS_GAP; access_count counts it anyway.
+    memory's last counted access is older than UNPACED_ACCESS_GAP (measured from that, not from
+    the last access, a memory used every hour would never count again); access_count counts it
+    anyway.
     The counts go to the narrow usage rows; a memory row is written only for those of its
     memories whose confidence or review flag the access changes.
 
@@ -909,24 +911,28 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str], paced: bool = Fa
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            WITH before AS (
-                SELECT memory_id, last_accessed_at FROM memories_memoryusage
-                WHERE memory_id = ANY(%(ids)s::uuid[])
-            ), counted AS (
-                INSERT INTO memories_memoryusage AS u
-                    (memory_id, access_count, uncorrected_access_count, last_accessed_at)
-                SELECT id, 1, 1, now() FROM memories_memory WHERE id = ANY(%(ids)s::uuid[])
+            WITH counted AS (
+                INSERT INTO memories_memoryusage AS u (memory_id, access_count,
+                    uncorrected_access_count, last_accessed_at, last_counted_at)
+                SELECT id, 1, 1, now(), statement_timestamp()
+                FROM memories_memory WHERE id = ANY(%(ids)s::uuid[])
                 ORDER BY id FOR KEY SHARE
                 ON CONFLICT (memory_id) DO UPDATE SET
                     access_count = u.access_count + 1,
                     uncorrected_access_count = u.uncorrected_access_count + CASE
-                        WHEN NOT %(paced)s OR u.last_accessed_at <= now() - %(gap)s THEN 1 ELSE 0 END,
+                        WHEN NOT %(paced)s OR u.last_counted_at IS NULL
+                            OR u.last_counted_at <= statement_timestamp() - %(gap)s THEN 1 ELSE 0 END,
+                    last_counted_at = CASE
+                        WHEN NOT %(paced)s OR u.last_counted_at IS NULL
+                            OR u.last_counted_at <= statement_timestamp() - %(gap)s
+                        THEN statement_timestamp() ELSE u.last_counted_at END,
                     last_accessed_at = now()
-                RETURNING memory_id, uncorrected_access_count AS n
-            ), stepped AS (  -- the accesses that counted toward the rewards (the snapshot's `before`)
-                SELECT counted.* FROM counted LEFT JOIN before USING (memory_id)
-                WHERE NOT %(paced)s OR before.last_accessed_at IS NULL
-                    OR before.last_accessed_at <= now() - %(gap)s
+                -- (counted by this statement: its own timestamp, not its transaction's; a paced
+                -- access that did not count keeps an older one, so it pays no reward again)
+                RETURNING memory_id, uncorrected_access_count AS n,
+                    last_counted_at = statement_timestamp() AS counts
+            ), stepped AS (
+                SELECT memory_id, n FROM counted WHERE counts
             )
             UPDATE memories_memory m SET
                 confidence = CASE

@@ -114,10 +114,12 @@ def _llm_candidate(module: str, item: Any) -> promotion.Candidate | None:
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         return None
     raw = item.get("confidence")
+    if isinstance(raw, bool):
+        return None  # (a bool is an int to float())
     try:
         confidence = float(0.6 if raw is None else raw)
-    except (TypeError, ValueError):
-        return None  # e.g. "high"
+    except (TypeError, ValueError, OverflowError):
+        return None  # e.g. "high", or an integer of 400 digits
     if not math.isfinite(confidence):
         return None
     return promotion.Candidate(

@@ -27,13 +27,15 @@ def _revoke_their_keys(sender, instance, **kwargs) -> None:
         access_changed(org_id)
 
 
-def _note_sign_in_change(sender, instance, update_fields=None, **kwargs) -> None:
+def _note_sign_in_change(sender, instance, update_fields=None, raw=False, using=None, **kwargs) -> None:
     """Before a person is saved: does the save change their password or deactivate them?"""
-    if instance.pk is None or (
-        update_fields is not None and not {"password", "is_active"} & set(update_fields)
-    ):
-        return  # a new person, or a save that leaves both alone (e.g. last_login at each sign-in)
-    before = type(instance).objects.filter(pk=instance.pk).values_list("password", "is_active").first()
+    instance._sign_in_changed = False  # (not left over from a save that failed)
+    if raw or instance.pk is None:
+        return  # loaddata, or a new person
+    if update_fields is not None and not {"password", "is_active"} & set(update_fields):
+        return  # a save that leaves both alone (e.g. last_login at each sign-in)
+    stored = sender._base_manager.db_manager(using).filter(pk=instance.pk)
+    before = stored.values_list("password", "is_active").first()
     instance._sign_in_changed = before is not None and before != (instance.password, instance.is_active)
 
 

@@ -48,15 +48,17 @@ def warm_up(live_url, person) -> None:
 
 
 def count_live_refreshes(page) -> None:
-    """Count, in `window.liveRefreshes`, the swaps an element makes when a live event asks it to
-    re-fetch: a test waits for the one its own action causes before it moves focus, so the
+    """Count, in `window.liveRefreshes`, the swaps the memory list makes when a live event asks
+    it to re-fetch: a test waits for the one its own action causes before it moves focus, so the
     re-rendered list does not land between a focus and a key press."""
     page.evaluate(
         """() => {
             window.liveRefreshes = 0;
             document.addEventListener("htmx:afterSettle", (event) => {
                 const cause = event.detail.requestConfig?.triggeringEvent?.type || "";
-                if (cause.startsWith("live-")) window.liveRefreshes += 1;
+                if (cause.startsWith("live-") && event.detail.target?.id === "memory-list") {
+                    window.liveRefreshes += 1;
+                }
             });
         }"""
     )

@@ -63,6 +63,10 @@ def test_scripts_without_spaces_cost_a_token_per_character():
     assert estimate_tokens("커넥션 풀이 고갈된다") >= 9
     cyrillic = "Пул соединений исчерпывается при высокой нагрузке"
     assert estimate_tokens(cyrillic) >= len(cyrillic.replace(" ", "")) / 2
+    hindi = "कनेक्शन पूल भारी लोड में खत्म हो जाता है"
+    assert estimate_tokens(hindi) >= len(hindi.replace(" ", ""))
+    assert estimate_tokens("พูลการเชื่อมต่อหมด") >= 18
+    assert estimate_tokens("🔥" * 10) >= 10
     assert estimate_tokens("x" * 400) == 100  # (ASCII as before)
 
     items = [_item(i, content=f"{sentence}（第{i}条，{i * 7}次观察）") for i in range(25)]

@@ -334,7 +334,7 @@ def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client
     assert (jwt.access_count, jwt.uncorrected_access_count, jwt.confidence) == (5, 1, 0.8)
     for _ in range(4):  # an hour apart
         MemoryUsage.objects.filter(memory=jwt).update(
-            last_accessed_at=F("last_accessed_at") - timedelta(hours=1)
+            last_counted_at=F("last_counted_at") - timedelta(hours=1, minutes=1)
         )
         assert (
             client.post(url, {"phase": "implement", "task": "verifyJwt", "token_budget": 200}).status_code

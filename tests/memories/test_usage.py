@@ -115,7 +115,7 @@ def test_paced_accesses_within_the_hour_count_but_earn_nothing_again(alice):
     memory = Memory.objects.get(id=memory.id)
     assert (memory.access_count, memory.uncorrected_access_count) == (8, 5)
     assert memory.confidence == pytest.approx(0.85)
-    MemoryUsage.objects.filter(memory=memory).update(last_accessed_at=timezone.now() - timedelta(hours=2))
+    MemoryUsage.objects.filter(memory=memory).update(last_counted_at=timezone.now() - timedelta(hours=2))
     services.memories_record_access(memory_ids=[memory.id], paced=True)
     assert Memory.objects.get(id=memory.id).uncorrected_access_count == 6
 

@@ -48,7 +48,8 @@ def test_an_answer_with_no_usable_item_falls_back_to_the_templates(agent, fake_o
         {"type": "gotcha", "content": "Confidence in words", "confidence": "high"},
         {"type": "gotcha", "content": "Files in a string", "related_files": "shop/orders/views.py"},
         {"type": "gotcha", "content": "Files not strings", "related_files": [1, 2]},
-        "not an object",
+        {"type": "gotcha", "content": "A confidence too big for a float", "confidence": 10**400},
+        {"type": "gotcha", "content": "A yes for a confidence", "confidence": True},
     )
     log = five_sessions(agent)
     assert log.used_llm
