@@ -56,6 +56,10 @@ ERROR_DESCRIPTIONS = {
     400: "The body is not valid JSON (`malformed_json`) or is empty (`empty_body`).",
     401: "Authentication required (`unauthenticated`).",
     403: "The key or user may not do this (`forbidden`).",
+    413: (
+        "The body is over the size limit for this path (`payload_too_large`), or a batch holds"
+        " too many items (`batch_too_large`); `details` gives the limit."
+    ),
     404: "Not found, or not visible to the caller (`not_found`).",
     415: "The body is not application/json (`unsupported_media_type`).",
     422: "The request is not valid (`validation_error`); `details` says where.",
@@ -73,7 +77,7 @@ def error_responses(operation: dict) -> dict[int, dict]:
     if parameters or "requestBody" in operation:
         statuses.add(422)
     if "requestBody" in operation:
-        statuses |= {400, 415}
+        statuses |= {400, 413, 415}  # (413: RequestSizeLimitMiddleware, before any view)
     return {
         status: {
             "description": ERROR_DESCRIPTIONS[status],

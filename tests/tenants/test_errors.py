@@ -105,7 +105,7 @@ def test_the_openapi_schema_documents_the_error_envelope_on_every_operation(alic
     assert set(error_out["properties"]["error"]["required"]) == set(error)
     ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
     create = schema["paths"]["/api/v1/projects/{project_id}/memories"]["post"]["responses"]
-    assert {"400", "401", "403", "404", "415", "422"} <= set(create)
+    assert {"400", "401", "403", "404", "413", "415", "422"} <= set(create)
     assert all(create[status]["content"] == ref for status in ("401", "403", "404", "422"))
     for path, item in schema["paths"].items():
         for method, operation in item.items():
