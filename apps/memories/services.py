@@ -69,6 +69,7 @@ ACCESSES_TO_CLEAR_REVIEW = 10
 # only when the memory's last counted access is older than this: within a session each memory
 # counts once, and without one a loop of calls would otherwise clear a review in seconds.
 UNPACED_ACCESS_GAP = timedelta(hours=1)
+_NOW = "statement_timestamp()"  # (not now(): two accesses in one transaction are two statements)
 
 # Fields whose change alters what the memory says, so its index and embedding are rebuilt.
 _TEXT_FIELDS = {"content", "type", "tags", "related_files", "related_modules", "citation_text", "payload"}
@@ -908,45 +909,39 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str], paced: bool = Fa
     but not for plain updates or other accesses."""
     if not memory_ids:
         return
+    # Whether this access counts toward the rewards (its old usage row `u`).
+    counts = f"(NOT %(paced)s OR u.last_counted_at IS NULL OR u.last_counted_at <= {_NOW} - %(gap)s)"
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             WITH counted AS (
                 INSERT INTO memories_memoryusage AS u (memory_id, access_count,
                     uncorrected_access_count, last_accessed_at, last_counted_at)
-                SELECT id, 1, 1, now(), statement_timestamp()
+                SELECT id, 1, 1, now(), {_NOW}
                 FROM memories_memory WHERE id = ANY(%(ids)s::uuid[])
                 ORDER BY id FOR KEY SHARE
                 ON CONFLICT (memory_id) DO UPDATE SET
                     access_count = u.access_count + 1,
-                    uncorrected_access_count = u.uncorrected_access_count + CASE
-                        WHEN NOT %(paced)s OR u.last_counted_at IS NULL
-                            OR u.last_counted_at <= statement_timestamp() - %(gap)s THEN 1 ELSE 0 END,
-                    last_counted_at = CASE
-                        WHEN NOT %(paced)s OR u.last_counted_at IS NULL
-                            OR u.last_counted_at <= statement_timestamp() - %(gap)s
-                        THEN statement_timestamp() ELSE u.last_counted_at END,
+                    uncorrected_access_count = u.uncorrected_access_count + {counts}::int,
+                    last_counted_at = CASE WHEN {counts} THEN {_NOW} ELSE u.last_counted_at END,
                     last_accessed_at = now()
                 -- (counted by this statement: its own timestamp, not its transaction's; a paced
                 -- access that did not count keeps an older one, so it pays no reward again)
-                RETURNING memory_id, uncorrected_access_count AS n,
-                    last_counted_at = statement_timestamp() AS counts
-            ), stepped AS (
-                SELECT memory_id, n FROM counted WHERE counts
+                RETURNING memory_id, uncorrected_access_count AS n, last_counted_at = {_NOW} AS counts
             )
             UPDATE memories_memory m SET
                 confidence = CASE
-                    WHEN stepped.n %% %(every)s = 0 AND confidence < %(cap)s
+                    WHEN counted.n %% %(every)s = 0 AND confidence < %(cap)s
                     THEN least(%(cap)s, confidence + %(reward)s)
                     ELSE confidence END,
                 needs_review = CASE
-                    WHEN stepped.n >= %(clear)s AND NOT secrets_redacted AND NOT disputed
+                    WHEN counted.n >= %(clear)s AND NOT secrets_redacted AND NOT disputed
                         AND NOT ('obs:tainted' = ANY(tags))
                     THEN false ELSE needs_review END
-            FROM stepped
-            WHERE m.id = stepped.memory_id AND (
-                (stepped.n %% %(every)s = 0 AND m.confidence < %(cap)s)
-                OR (stepped.n >= %(clear)s AND m.needs_review AND NOT m.secrets_redacted AND NOT m.disputed
+            FROM counted
+            WHERE m.id = counted.memory_id AND counted.counts AND (
+                (counted.n %% %(every)s = 0 AND m.confidence < %(cap)s)
+                OR (counted.n >= %(clear)s AND m.needs_review AND NOT m.secrets_redacted AND NOT m.disputed
                     AND NOT ('obs:tainted' = ANY(m.tags)))
             )
             """,
