@@ -64,6 +64,36 @@ def test_eval_retrieval_without_json_prints_only_the_table(tmp_path, capsys):
     assert not any(line.lstrip().startswith("{") for line in lines)
 
 
+def test_eval_retrieval_lists_the_relevant_memories_the_full_pipeline_misses(tmp_path, capsys):
+    jwt_notes = [
+        {"key": f"j{n}", "type": "gotcha", "content": f"verify_jwt expired tokens case {n}: verifyJwt rejects them.",
+         "related_files": ["auth/jwt.py"], "source": "agent_explicit", "confidence": 0.8}
+        for n in range(7)
+    ]  # fmt: skip
+    dataset = {
+        **DATASET,
+        "memories": [*DATASET["memories"], *jwt_notes],
+        "queries": [{**DATASET["queries"][0], "relevant": {"m2": 1}}],  # the note on pagination
+    }
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(dataset))
+    call_command("eval_retrieval", dataset=str(path), misses=True)
+    listing = capsys.readouterr().out.split("outside the full pipeline's top 5", 1)[1].splitlines()[1:]
+    (line,) = [line for line in listing if line.strip()]
+    assert line.strip().startswith("q1 identifier (identifier) m2 grade 1: full ")
+    full_rank = line.split("full ", 1)[1].split(" ", 1)[0]
+    assert full_rank == "-" or int(full_rank) > 5
+    assert "· dense " in line and "· keyword " in line and "· graph -" in line  # no files: no graph path
+
+
+def test_eval_retrieval_misses_says_none_when_every_relevant_memory_is_in_the_top_5(tmp_path, capsys):
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(DATASET))
+    call_command("eval_retrieval", dataset=str(path), misses=True)
+    out = capsys.readouterr().out
+    assert out.split("outside the full pipeline's top 5", 1)[1].splitlines()[1].strip() == "none"
+
+
 def test_eval_indexes_the_codebase_with_its_package_prefix(tmp_path, monkeypatch, alice):
     from apps.graph.selectors import file_paths, neighbour_files
     from apps.memories.management.commands.eval_retrieval import _index_codebase

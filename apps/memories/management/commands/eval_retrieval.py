@@ -4,7 +4,8 @@ Loads the set's memories into a fresh project (embedded with the configured prov
 the codebase into the graph when the graph app offers `index_directory`, runs every query
 through keyword-only, dense-only, hybrid (RRF), hybrid+boost and the full pipeline, computes a
 bm25s baseline over the same texts and prints a table per configuration and kind; with --json it
-ends with one JSON line. HyDE (when an LLM is configured) runs in the full pipeline only, so the
+ends with one JSON line. --misses also lists every relevant memory the full pipeline leaves out of
+its top 5, with its rank there and in each path (what to read when a figure drops). HyDE (when an LLM is configured) runs in the full pipeline only, so the
 single paths and hybrids stay comparable with and without it. The project is deleted afterwards
 unless --keep.
 """
@@ -23,10 +24,13 @@ from django.test.utils import override_settings
 
 from apps.memories import evaluation
 from apps.memories.drafts import MemoryDraft
+from apps.memories.fusion import PATHS
 from apps.memories.search import search
 from apps.memories.services import memories_create_batch
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
+
+MISS_DEPTH = 50  # how deep --misses looks for a relevant memory in the full pipeline's ranking
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "keyword": {"paths": ("keyword",), "boost": False, "weigh": False, "rerank": False},
@@ -49,6 +53,19 @@ def _draft(memory: dict[str, Any]) -> MemoryDraft:
         "citation_text",
     )
     return MemoryDraft(**{name: memory[name] for name in fields if name in memory})
+
+
+def _ask(project: Project, query: dict[str, Any], *, limit: int, **switches: Any):
+    """One of the set's queries through the pipeline as the system sees the project."""
+    return search(
+        principal=SYSTEM,
+        project=project,
+        query=query["query"],
+        files=query.get("files_in_play", []),
+        phase=query.get("phase"),
+        limit=limit,
+        **switches,
+    )
 
 
 def _index_codebase(project: Project, codebase: str, out, source: str | None = None) -> str:
@@ -105,6 +122,11 @@ class Command(BaseCommand):
             "--source", help="Directory holding the codebase's package (default: the installed one)."
         )
         parser.add_argument("--json", action="store_true", help="End with one JSON line.")
+        parser.add_argument(
+            "--misses",
+            action="store_true",
+            help="List relevant memories outside the full pipeline's top 5, with their rank in each path.",
+        )
         parser.add_argument("--quiet", action="store_true", help="Only the JSON line (implies --json).")
 
     def handle(
@@ -115,6 +137,7 @@ class Command(BaseCommand):
         quiet: bool,
         json: bool = False,
         source: str | None = None,
+        misses: bool = False,
         **options,
     ):
         path = Path(dataset)
@@ -126,14 +149,16 @@ class Command(BaseCommand):
         org = Organization.objects.create(name=f"eval {suffix}", slug=f"eval-{suffix}")
         project = Project.objects.create(organization=org, name=f"eval {path.stem}", slug=f"eval-{suffix}")
         try:
-            result = self._run(data, project, say, source)
+            result = self._run(data, project, say, source, misses=misses)
         finally:
             if not keep:
                 org.delete()
         if json or quiet:
             self.stdout.write(_json.dumps(result, sort_keys=True))
 
-    def _run(self, data: dict[str, Any], project: Project, say, source: str | None = None) -> dict[str, Any]:
+    def _run(
+        self, data: dict[str, Any], project: Project, say, source: str | None = None, *, misses: bool = False
+    ) -> dict[str, Any]:
         started = time.perf_counter()
         with override_settings(EMBEDDING_MODE="sync"), transaction.atomic():
             created = memories_create_batch(
@@ -155,15 +180,7 @@ class Command(BaseCommand):
             ranked = baseline.rank(query["query"], 10)
             per_config["bm25"].append((query["kind"], evaluation.query_metrics(ranked, relevant)))
             for name, switches in CONFIGS.items():
-                result = search(
-                    principal=SYSTEM,
-                    project=project,
-                    query=query["query"],
-                    files=query.get("files_in_play", []),
-                    phase=query.get("phase"),
-                    limit=10,
-                    **{"use_hyde": False, **switches},
-                )
+                result = _ask(project, query, limit=10, **{"use_hyde": False, **switches})
                 if name == "full":
                     latencies.append(result.timings_ms["total"])
                     hyde_ran += bool(result.hyde["ran"])
@@ -186,6 +203,8 @@ class Command(BaseCommand):
             f"{checks['identifier_recall@5']} (target ≥ 0.9)"
         )
         say(f"HyDE ran for {hyde_ran} of {len(data['queries'])} queries (full pipeline only)")
+        if misses:
+            self._misses(data["queries"], project, key_of, say)
         latencies.sort()
         return {
             "dataset": data.get("codebase", ""),
@@ -196,6 +215,30 @@ class Command(BaseCommand):
             "hyde_queries": hyde_ran,
             "full_pipeline_p50_ms": round(latencies[len(latencies) // 2], 2) if latencies else None,
         }
+
+    def _misses(self, queries: list[dict[str, Any]], project: Project, key_of: dict[str, str], say) -> None:
+        """Each relevant memory outside the full pipeline's top 5: its rank there (of the top
+        MISS_DEPTH) and in each path's candidate list ('-' where the path did not find it)."""
+        say(f"\nrelevant memories outside the full pipeline's top 5 (ranks up to {MISS_DEPTH})")
+        found_any = False
+        for query in queries:
+            result = _ask(project, query, limit=MISS_DEPTH, **CONFIGS["full"])
+            full = {key_of[str(hit.memory.id)]: hit.rank for hit in result.hits}
+            paths = {
+                path: {key_of.get(i, i): rank for rank, i in enumerate(ids, start=1)}
+                for path, ids in result.rankings.items()
+            }
+            for key, grade in sorted(query["relevant"].items(), key=lambda pair: (-pair[1], pair[0])):
+                if full.get(key, MISS_DEPTH + 1) <= 5:
+                    continue
+                found_any = True
+                ranks = " · ".join(f"{p} {paths.get(p, {}).get(key, '-')}" for p in PATHS)
+                say(
+                    f"  {query['key']} {query['kind']} ({result.query_kind}) {key} grade {grade}: "
+                    f"full {full.get(key, '-')} · {ranks}"
+                )
+        if not found_any:
+            say("  none")
 
     def _table(self, summary: dict[str, dict[str, dict[str, float]]], say) -> None:
         kinds = sorted({kind for per_kind in summary.values() for kind in per_kind})
