@@ -10,6 +10,7 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from apps.memories import fusion, services
+from apps.memories import search as search_module
 from apps.memories.keyword import select_filter_terms
 from apps.memories.models import TENANT_MATCH, Memory, MemoryUsage
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
@@ -181,6 +182,32 @@ def test_graph_path_finds_memories_on_neighbouring_files(alice, corpus):
     assert by_id[corpus["views"].id].ranks["graph"] == 1
 
 
+def test_graph_reach_credits_the_files_in_play_unless_the_query_is_about_their_relations():
+    neighbours = {"views/list.py": 0.9, "core/paginator.py": 0.5}
+    assert search_module.graph_reach("structural", ["core/paginator.py"], neighbours) == neighbours
+    for kind in ("identifier", "semantic"):
+        assert search_module.graph_reach(kind, ["core/paginator.py"], neighbours) == {
+            "views/list.py": 0.9,
+            "core/paginator.py": 1.0,
+        }
+
+
+def test_a_memory_on_the_file_in_play_outranks_its_neighbours_on_the_graph_path(alice, corpus):
+    """A memory on the file an agent works in is the graph's closest: it used to get nothing
+    from the graph path while memories on the files it imports got 0.9 and passed it."""
+
+    def imports(project_id, files):
+        return {"views/list.py": 0.9} if "core/paginator.py" in files else {}
+
+    result = _search_with_provider(
+        imports, alice, query="EmptyPage for pages past the end", files=["core/paginator.py"], limit=4
+    )
+    assert result.query_kind != "structural"
+    assert result.rankings["graph"][0] == str(corpus["pager"].id)
+    hit = next(h for h in result.hits if h.memory.id == corpus["pager"].id)
+    assert hit.components["graph"] == 1.0
+
+
 def test_boost_reuses_the_neighbours_already_asked_for_the_same_files(alice):
     # Every memory is about the file in play, so the boost's files (the top results') are the
     # graph path's: the providers are asked once. A different set of files is asked again.
@@ -220,8 +247,9 @@ def test_graph_path_takes_files_named_in_the_query_and_orders_by_closeness(alice
     result = _search_with_provider(imports, alice, query=query, limit=5)
     assert seen and "core/paginator.py" in seen[0]
     graph = result.rankings["graph"]
-    assert set(graph) == {str(near.id), str(corpus["views"].id)}
-    assert graph[0] == str(near.id)  # equally strong neighbours: the closer in meaning first
+    # The named file's own memory at full strength (the query is not about its relations), then
+    # its neighbours': equally strong, so the closer in meaning first.
+    assert graph == [str(corpus["pager"].id), str(near.id), str(corpus["views"].id)]
     hit = next(h for h in result.hits if h.memory.id == near.id)
     assert hit.components["fused"] > hit.components["cosine"]  # the graph evidence was added
 
