@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import BadRequest, ObjectDoesNotExist, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError
 from django.http import Http404, HttpRequest
+from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -15,7 +16,13 @@ from ninja.openapi.schema import OpenAPISchema
 from ninja.parser import Parser
 
 from apps.tenants.auth import principal_auth
-from memorysaas.errors import ApiError, envelope_for, error_response, field_errors
+from memorysaas.errors import (
+    ApiError,
+    envelope_for,
+    error_response,
+    field_errors,
+    unreadable_request_response,
+)
 from memorysaas.schemas import parse_json
 
 
@@ -53,7 +60,10 @@ ERROR_OUT = {
     },
 }
 ERROR_DESCRIPTIONS = {
-    400: "The body is not valid JSON (`malformed_json`) or is empty (`empty_body`).",
+    400: (
+        "The body is not valid JSON (`malformed_json`) or is empty (`empty_body`), or the request"
+        " has more fields or files than Django reads (`bad_request`)."
+    ),
     401: "Authentication required (`unauthenticated`).",
     403: "The key or user may not do this (`forbidden`).",
     413: (
@@ -76,6 +86,8 @@ def error_responses(operation: dict) -> dict[int, dict]:
         statuses.add(404)
     if parameters or "requestBody" in operation:
         statuses.add(422)
+    if any(p.get("in") == "query" for p in parameters):
+        statuses.add(400)  # (over DATA_UPLOAD_MAX_NUMBER_FIELDS)
     if "requestBody" in operation:
         statuses |= {400, 413, 415}  # (413: RequestSizeLimitMiddleware, before any view)
     return {
@@ -151,6 +163,13 @@ def on_http_error(request, exc: HttpError):
     if isinstance(exc.__cause__, ApiError):
         return envelope_for(exc.__cause__)
     return error_response(exc.status_code, exc.message)
+
+
+@api.exception_handler(SuspiciousOperation)
+@api.exception_handler(MultiPartParserError)
+@api.exception_handler(BadRequest)
+def on_unreadable_request(request, exc: Exception):
+    return unreadable_request_response(exc)
 
 
 @api.exception_handler(Http404)

@@ -70,3 +70,13 @@ def error_response(
 
 def envelope_for(exc: ApiError) -> JsonResponse:
     return error_response(exc.status, exc.message, code=exc.code, details=exc.details)
+
+
+def unreadable_request_response(exc: Exception) -> JsonResponse:
+    """What Django's request parsing refuses (too many fields or files, a field over the memory
+    limit, a broken multipart body) as the 4xx Django itself would answer, in the envelope."""
+    from django.core.exceptions import RequestDataTooBig
+
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(413, f"The request body is too large: {exc}")
+    return error_response(400, f"The request could not be read: {exc}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
+from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 
-from memorysaas.errors import error_response
+from memorysaas.errors import error_response, unreadable_request_response
 
 logger = logging.getLogger(__name__)
 
@@ -83,5 +85,8 @@ class ApiErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not _is_api(request):
             return None
+        if isinstance(exception, (SuspiciousOperation, MultiPartParserError, BadRequest)):
+            logger.warning("Unreadable request on %s %s: %s", request.method, request.path, exception)
+            return unreadable_request_response(exception)
         logger.exception("Unhandled error on %s %s", request.method, request.path)
         return error_response(500, "An internal error occurred; it has been logged.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import Annotated, Any
 
@@ -17,17 +18,22 @@ from memorysaas.jsontypes import JsonTyped
 MAX_DEPTH = 64
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def parse_json(body: bytes) -> Any:
-    """A request body as JSON: ApiError 400 when it is not JSON, 422 when it nests so deep that
-    the parser itself gives up (Python's recursion limit, near a thousand levels)."""
+    """A request body as JSON: ApiError 400 when it is not JSON (NaN and Infinity are not, and an
+    integer longer than Python converts, 4,300 digits, is not read), 422 when it nests so deep that the parser itself gives up
+    (Python's recursion limit, near a thousand levels)."""
     from memorysaas.errors import ApiError
 
     try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"The body is not valid JSON: {exc}", code="malformed_json") from None
+        return json.loads(body, parse_constant=_no_constant)
     except RecursionError:
         raise ApiError(422, f"The body nests deeper than {MAX_DEPTH} levels.") from None
+    except ValueError as exc:  # not JSON, not UTF-8, or a number too long to convert
+        raise ApiError(400, f"The body is not valid JSON: {exc}", code="malformed_json") from None
 
 
 def _walk(value: Any, path: str = ""):
@@ -46,11 +52,22 @@ def _walk(value: Any, path: str = ""):
             stack.extend(reversed([(f"{where}[{i}]", depth + 1, child) for i, child in enumerate(item)]))
 
 
-def find_nul(value: Any, path: str = "") -> str | None:
-    """Where in `value` a NUL character is (a dotted path), if anywhere."""
+# Characters PostgreSQL text cannot hold: NUL, and lone UTF-16 surrogates (JSON's "\ud800"
+# escapes one; it is no character at all, so it has no UTF-8 form).
+_UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
+# The same in a raw JSON body, escaped (as raw bytes neither would have parsed): a cheap test
+# before walking a large body.
+ESCAPED_UNSTORABLE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def find_unstorable_char(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Where in `value` (keys included) a character PostgreSQL cannot store is, as a dotted
+    path, and what it is, if anywhere."""
     for where, _, item in _walk(value, path):
-        if isinstance(item, str) and "\x00" in item:
-            return where or "body"
+        if isinstance(item, str) and (found := _UNSTORABLE_CHAR.search(item)):
+            char = found.group()
+            what = "a NUL (\\u0000) character" if char == "\x00" else f"a lone surrogate (\\u{ord(char):04x})"
+            return where or "body", what
     return None
 
 
@@ -67,9 +84,9 @@ def refuse_unstorable(data: Any, path: str = "") -> None:
     where = find_too_deep(data, path)
     if where:
         raise ValueError(f"{where} nests deeper than {MAX_DEPTH} levels")
-    where = find_nul(data, path)
-    if where:
-        raise ValueError(f"{where} contains a NUL (\\u0000) character, which cannot be stored")
+    found = find_unstorable_char(data, path)
+    if found:
+        raise ValueError(f"{found[0]} contains {found[1]}, which cannot be stored")
 
 
 def single_line(value: str) -> str:

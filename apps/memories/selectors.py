@@ -6,7 +6,7 @@ import base64
 import binascii
 import functools
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -162,8 +162,12 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, memory_id = raw.split("|", 1)
-        return datetime.fromisoformat(stamp), UUID(memory_id)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+        moment = datetime.fromisoformat(stamp)
+        if moment.tzinfo is None:  # (ours carry their offset)
+            raise ValueError(stamp)
+        # In UTC: PostgreSQL takes offsets up to ±15:59 only, and ours are UTC anyway.
+        return moment.astimezone(UTC), UUID(memory_id)
+    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError):
         raise Invalid("The cursor is not one this server gave out.", details={"field": "cursor"}) from None
 
 

@@ -18,7 +18,15 @@ from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import ApiError
 from memorysaas.jsontypes import JsonTyped
-from memorysaas.schemas import MAX_DEPTH, InputSchema, OutputSchema, QuerySchema, find_nul, find_too_deep
+from memorysaas.schemas import (
+    ESCAPED_UNSTORABLE,
+    MAX_DEPTH,
+    InputSchema,
+    OutputSchema,
+    QuerySchema,
+    find_too_deep,
+    find_unstorable_char,
+)
 
 router = Router(tags=["observer"])
 MAX_EVENTS = 1000
@@ -252,8 +260,8 @@ def sessions_get(request, session_id: UUID):
 
 def _valid_events(request, payload: EventsIn) -> list[dict[str, Any]]:
     """The batch's events, each validated, or the ApiError that refuses the whole batch."""
-    if b"\\u0000" in request.body and (where := find_nul(payload.events, "events")):
-        raise ApiError(422, f"{where} contains a NUL (\\u0000) character, which cannot be stored.")
+    if ESCAPED_UNSTORABLE.search(request.body) and (found := find_unstorable_char(payload.events, "events")):
+        raise ApiError(422, f"{found[0]} contains {found[1]}, which cannot be stored.")
     if len(payload.events) > MAX_EVENTS:
         raise ApiError(413, f"At most {MAX_EVENTS} events per batch.", code="batch_too_large",
                        details={"count": len(payload.events), "max": MAX_EVENTS})  # fmt: skip

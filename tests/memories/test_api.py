@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import base64
+import uuid
+
 import pytest
 from django.db import connection
 
@@ -119,6 +122,28 @@ def test_list_filters_and_paginates(alice, api_client, django_assert_max_num_que
     assert len(_get(client, url, {"embedding_status": "pending"}).json()["items"]) == 0
     assert _get(client, url, {"cursor": "garbage!"}).status_code == 422
     assert _get(client, url, {"type": "nonsense"}).status_code == 422
+
+
+@pytest.mark.parametrize(
+    "stamp", ["2020-01-01T00:00:00", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"]
+)
+def test_a_cursor_with_a_time_out_of_range_or_without_offset_is_not_one_we_gave_out(alice, api_client, stamp):
+    make_memory(alice)
+    cursor = base64.urlsafe_b64encode(f"{stamp}|{uuid.uuid4()}".encode()).decode().rstrip("=")
+    response = _get(api_client(alice.key), f"projects/{alice.project.id}/memories", {"cursor": cursor})
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == "The cursor is not one this server gave out."
+
+
+def test_a_cursor_time_with_an_offset_postgres_refuses_reads_as_the_same_instant(alice, api_client):
+    """PostgreSQL takes offsets up to ±15:59; the instant is read in UTC (it was a 422 'cannot be
+    stored', and in a transaction it aborted what followed)."""
+    make_memory(alice)
+    cursor = (
+        base64.urlsafe_b64encode(f"2999-01-01T00:00:00+23:59|{uuid.uuid4()}".encode()).decode().rstrip("=")
+    )
+    response = _get(api_client(alice.key), f"projects/{alice.project.id}/memories", {"cursor": cursor})
+    assert response.status_code == 200 and len(response.json()["items"]) == 1
 
 
 def test_patch_makes_a_new_version_and_reembeds(alice, api_client):

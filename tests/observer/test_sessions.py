@@ -776,6 +776,26 @@ def test_a_nul_character_in_an_event_is_a_422_and_stores_nothing(agent):
     assert Session.objects.get(id=session["id"]).event_count == 0
 
 
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"seq": 1, "type": "tool_call", "tool": "Edit", "args": {"file_path": "\ud800"}},
+        {"seq": 1, "type": "tool_call", "tool": "NotebookEdit", "args": {"notebook_path": "nb\udfff.ipynb"}},
+        {"seq": 1, "type": "tool_call", "tool": "Grep", "args": {"\ud83d": "x"}},
+    ],
+)
+def test_a_lone_surrogate_in_an_event_is_a_422_and_stores_nothing(agent, event):
+    """JSON can escape half a UTF-16 pair (\\ud800), which is no character and has no UTF-8
+    form: an edited path holding one reached the database driver and answered 500."""
+    session = agent.open()
+    response = agent.client.post(f"sessions/{session['id']}/events", {"events": [event]})
+    assert response.status_code == 422, response.content
+    assert "lone surrogate" in response.json()["error"]["message"]
+    assert Session.objects.get(id=session["id"]).event_count == 0
+    pair = {**event, "args": {"file_path": "src/\U0001f600.py"}}  # an escaped pair is one character
+    assert agent.client.post(f"sessions/{session['id']}/events", {"events": [pair]}).status_code == 200
+
+
 def test_the_control_group_gets_no_memory(agent, monkeypatch):
     import uuid
 

@@ -376,6 +376,8 @@ def test_pinning_and_deprecating_from_a_device_need_a_steward(alice, bob, api_cl
         {"op": "update", "id": "00000000-0000-0000-0000-000000000000", "base_version": 1, "fields": {}},
         {"op": "create", "ref": "r", "memory": {"type": "no-such-type", "content": "x"}},
         {"op": "create", "ref": "r", "memory": {"type": "gotcha", "content": "nul \u0000 inside"}},
+        {"op": "create", "ref": "r", "memory": {"type": "gotcha", "content": "lone \ud800 inside"}},
+        {"op": "create", "ref": "r", "memory": {"type": "gotcha", "content": "Tagged.", "tags": ["\udfff"]}},
         {
             "op": "update",
             "id": "00000000-0000-0000-0000-000000000000",

@@ -1,10 +1,12 @@
 """Every API error is the JSON envelope with the right 4xx status, and nothing is stored."""
 
+import io
 import re
 
 import pytest
 from django.test import Client, override_settings
 
+from apps.memories.models import Memory
 from apps.tenants.models import Project
 
 
@@ -112,6 +114,7 @@ def test_the_openapi_schema_documents_the_error_envelope_on_every_operation(alic
             if path != "/api/v1/health":
                 assert {"401", "403"} <= set(operation["responses"]), (method, path)
     assert not {"401", "403"} & set(schema["paths"]["/api/v1/health"]["get"]["responses"])
+    assert "400" in schema["paths"]["/api/v1/projects/{project_id}/memories"]["get"]["responses"]  # ?a0…a1200
 
 
 def test_a_slug_asked_for_and_taken_is_a_409_and_a_name_taken_gets_the_next_slug(alice, api_client):
@@ -131,6 +134,60 @@ def test_a_multipart_body_without_a_boundary_is_a_400_envelope(alice, api_client
         b"--x\r\n",
         content_type="multipart/form-data",
         **client.headers,
+    )
+    assert_envelope(response, 400)
+
+
+def test_an_integer_too_long_to_convert_is_a_400_on_every_json_body(alice, api_client):
+    """Python refuses to convert integers of over 4,300 digits; the graph batch parses its own
+    body and answered 500."""
+    client = api_client(alice.key)
+    digits = "1" * 4301
+    for path in (f"projects/{alice.project.id}/graph/index", f"projects/{alice.project.id}/memories"):
+        assert_envelope(client.post(path, digits, content_type="application/json"), 400, "malformed_json")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json(alice, api_client, constant):
+    """Python's parser takes them; JSON has no such values, and a sync push holding one was
+    refused whole as a value that cannot be stored."""
+    client = api_client(alice.key)
+    before = Memory.objects.count()
+    create = f'{{"type": "gotcha", "content": "x", "confidence": {constant}}}'
+    push = f'{{"project_id": "{alice.project.id}", "changes": [{{"op": "create", "ref": "r", "memory": '
+    push += f'{{"type": "gotcha", "content": "y", "confidence": {constant}}}}}]}}'
+    for path, body in ((f"projects/{alice.project.id}/memories", create), ("sync/push", push)):
+        error = assert_envelope(
+            client.post(path, body, content_type="application/json"), 400, "malformed_json"
+        )
+        assert constant.lstrip("-") in error["message"]
+    assert Memory.objects.count() == before
+
+
+def test_too_many_query_parameters_is_a_400_envelope(alice, api_client):
+    params = {f"a{n}": "1" for n in range(1200)}  # over DATA_UPLOAD_MAX_NUMBER_FIELDS (1,000)
+    error = assert_envelope(api_client(alice.key).get(f"projects/{alice.project.id}/memories", params), 400)
+    assert "DATA_UPLOAD_MAX_NUMBER_FIELDS" in error["message"]
+
+
+def test_too_many_upload_parts_is_a_400_and_a_field_over_the_memory_limit_a_413(alice, api_client):
+    client = api_client(alice.key)
+    path = f"/api/v1/projects/{alice.project.id}/graph/index"
+    files = {f"f{n}": io.BytesIO(b"x") for n in range(101)}  # over DATA_UPLOAD_MAX_NUMBER_FILES (100)
+    assert_envelope(client.client.post(path, files, **client.headers), 400)
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024):
+        assert_envelope(client.client.post(path, {"note": "x" * 2048}, **client.headers), 413)
+
+
+def test_a_signed_in_unsafe_request_django_cannot_parse_is_a_400_not_a_500(alice, session_client):
+    """The CSRF check reads the form body first: Django's parsing limits raised there."""
+    client = session_client(alice)
+    client.client.get("/accounts/email/")  # the CSRF cookie
+    body = "&".join(f"a{n}=1" for n in range(1200))
+    response = client.client.post(
+        f"/api/v1/projects/{alice.project.id}/memories",
+        body,
+        content_type="application/x-www-form-urlencoded",
     )
     assert_envelope(response, 400)
 
