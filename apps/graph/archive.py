@@ -2,8 +2,8 @@
 
 Refused outright (the whole archive, with the offending entries named): absolute paths, `..`
 components, symlinks and hard links, device files and FIFOs; and, as the files are unpacked,
-one nested too deeply, one the filesystem cannot hold, an encrypted or a damaged zip entry.
-Skipped and counted: vendored directories, files over the per-file ceiling. The unpacked total
+one the filesystem cannot hold, an encrypted or a damaged zip entry. Skipped and counted:
+vendored directories, files over the per-file ceiling, paths nested deeper than indexing keeps. The unpacked total
 is capped too, counted as the tar is read (a zip or gzip bomb is a 413, not a full disk nor
 minutes of decompression), and so is the number of entries.
 """
@@ -67,12 +67,13 @@ def _target(dest: str, name: str) -> str:
     return path
 
 
+def _too_deep(name: str) -> bool:
+    """More directories than a path indexing keeps can hold: skipped as a long path, as the
+    indexer would skip it, before any directory is made for it."""
+    return len(posixpath.normpath(name).split("/")) > MAX_PARTS
+
+
 def _write(dest: str, name: str, data: bytes) -> None:
-    if len(posixpath.normpath(name).split("/")) > MAX_PARTS:
-        raise Invalid(
-            f"The archive has an entry nested too deeply (in more than {MAX_PARTS - 1} directories).",
-            details={"entries": [name]},
-        )
     path = _target(dest, name)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -141,7 +142,7 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
             "The archive has unsafe entries (absolute, .., links or devices).",
             details={"entries": refused[:20]},
         )
-    skipped = {"binary": 0, "vendored": 0, "huge": 0}
+    skipped = {"binary": 0, "vendored": 0, "huge": 0, "long_path": 0}
     for member in members:
         if not member.isfile():
             continue
@@ -150,6 +151,9 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
             continue
         if member.size > MAX_FILE_BYTES:
             skipped["huge"] += 1
+            continue
+        if _too_deep(member.name):
+            skipped["long_path"] += 1
             continue
         source = archive.extractfile(member)
         if source is None:
@@ -178,7 +182,7 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
                 "The archive has unsafe entries (absolute, .., links or devices).",
                 details={"entries": refused[:20]},
             )
-        skipped = {"binary": 0, "vendored": 0, "huge": 0}
+        skipped = {"binary": 0, "vendored": 0, "huge": 0, "long_path": 0}
         total = 0
         for info in infos:
             if info.is_dir():
@@ -188,6 +192,9 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
                 continue
             if info.file_size > MAX_FILE_BYTES:
                 skipped["huge"] += 1
+                continue
+            if _too_deep(info.filename):
+                skipped["long_path"] += 1
                 continue
             total += info.file_size
             if total > _budget():
