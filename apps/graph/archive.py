@@ -1,29 +1,49 @@
 """Unpacking an uploaded repository archive safely.
 
 Refused outright (the whole archive, with the offending entries named): absolute paths, `..`
-components, symlinks and hard links, device files and FIFOs. Skipped and counted: vendored
-directories, files over the per-file ceiling. The unpacked total is capped too, counted as the
-tar is read (a zip or gzip bomb is a 413, not a full disk nor minutes of decompression), and so
-is the number of entries.
+components, symlinks and hard links, device files and FIFOs; and, as the files are unpacked,
+one the filesystem cannot hold, an encrypted or a damaged zip entry. Skipped and counted:
+vendored directories, files over the per-file ceiling, paths nested deeper than indexing keeps. The unpacked total
+is capped too, counted as the tar is read (a zip or gzip bomb is a 413, not a full disk nor
+minutes of decompression), and so is the number of entries.
 """
 
 from __future__ import annotations
 
+import lzma
 import os
 import posixpath
 import stat
 import tarfile
 import zipfile
+import zlib
 from typing import IO
 
 from django.conf import settings
 
-from apps.graph.services import MAX_FILE_BYTES, VENDORED_DIRS
+from apps.graph.services import MAX_FILE_BYTES, MAX_PATH, VENDORED_DIRS
 from memorysaas.errors import ApiError, Invalid
 
 # Entries an archive may hold: each header costs a parse (and, in a compressed tar, the data
 # before it a decompression), whatever is then skipped.
 MAX_MEMBERS = 100_000
+# Names a file's path may have (its directories and itself): one more and the path is longer
+# than indexing keeps (MAX_PATH), and each is a directory to make (os.makedirs recursed once a
+# directory, into a RecursionError near 1,000 deep).
+MAX_PARTS = MAX_PATH // 2
+# What zipfile raises, besides BadZipFile, on a directory or an entry it cannot read: a name
+# flagged UTF-8 that is not (UnicodeDecodeError, a ValueError), a version or method it does not
+# implement, data its decompressor refuses or that ends early, an offset before the file's start
+# (ValueError) or past it.
+_ZIP_DAMAGE = (
+    zipfile.BadZipFile,
+    OSError,
+    EOFError,
+    ValueError,
+    NotImplementedError,
+    zlib.error,
+    lzma.LZMAError,
+)
 
 
 def _unsafe(name: str) -> bool:
@@ -45,6 +65,12 @@ def _target(dest: str, name: str) -> str:
     if not path.startswith(os.path.abspath(dest) + os.sep):
         raise Invalid("The archive has an entry outside its root.", details={"entries": [name]})
     return path
+
+
+def _too_deep(name: str) -> bool:
+    """More directories than a path indexing keeps can hold: skipped as a long path, as the
+    indexer would skip it, before any directory is made for it."""
+    return len(posixpath.normpath(name).split("/")) > MAX_PARTS
 
 
 def _write(dest: str, name: str, data: bytes) -> None:
@@ -116,7 +142,7 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
             "The archive has unsafe entries (absolute, .., links or devices).",
             details={"entries": refused[:20]},
         )
-    skipped = {"binary": 0, "vendored": 0, "huge": 0}
+    skipped = {"binary": 0, "vendored": 0, "huge": 0, "long_path": 0}
     for member in members:
         if not member.isfile():
             continue
@@ -125,6 +151,9 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
             continue
         if member.size > MAX_FILE_BYTES:
             skipped["huge"] += 1
+            continue
+        if _too_deep(member.name):
+            skipped["long_path"] += 1
             continue
         source = archive.extractfile(member)
         if source is None:
@@ -136,7 +165,7 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
 def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
     try:
         archive = zipfile.ZipFile(stream)
-    except zipfile.BadZipFile:
+    except _ZIP_DAMAGE:
         raise Invalid("The archive is damaged.", details={"field": "archive"}) from None
     with archive:
         infos = archive.infolist()
@@ -153,7 +182,7 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
                 "The archive has unsafe entries (absolute, .., links or devices).",
                 details={"entries": refused[:20]},
             )
-        skipped = {"binary": 0, "vendored": 0, "huge": 0}
+        skipped = {"binary": 0, "vendored": 0, "huge": 0, "long_path": 0}
         total = 0
         for info in infos:
             if info.is_dir():
@@ -164,12 +193,20 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
             if info.file_size > MAX_FILE_BYTES:
                 skipped["huge"] += 1
                 continue
+            if _too_deep(info.filename):
+                skipped["long_path"] += 1
+                continue
             total += info.file_size
             if total > _budget():
                 raise _too_large()
+            if info.flag_bits & 0x1:  # zipfile would ask for the password (a RuntimeError)
+                raise Invalid(
+                    "The archive has an encrypted entry: send it without a password.",
+                    details={"entries": [info.filename]},
+                )
             try:
                 data = archive.read(info)
-            except (zipfile.BadZipFile, OSError, NotImplementedError):
+            except _ZIP_DAMAGE:
                 raise Invalid("The archive is damaged.", details={"entries": [info.filename]}) from None
             _write(dest, info.filename, data)
     return skipped
