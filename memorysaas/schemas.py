@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from typing import Annotated, Any
@@ -22,6 +23,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond a float's range")
+    return value
+
+
 def parse_json(body: bytes) -> Any:
     """A request body as JSON: ApiError 400 when it is not JSON (NaN and Infinity are not, and an
     integer longer than Python converts, 4,300 digits, is not read), 422 when it nests so deep that the parser itself gives up
@@ -29,7 +37,9 @@ def parse_json(body: bytes) -> Any:
     from memorysaas.errors import ApiError
 
     try:
-        return json.loads(body, parse_constant=_no_constant)
+        # UTF-8 only (RFC 8259 §8.1): json.loads would guess UTF-16 or UTF-32 from the bytes,
+        # and the raw-body checks for escaped NULs and surrogates read UTF-8.
+        return json.loads(body.decode("utf-8-sig"), parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise ApiError(422, f"The body nests deeper than {MAX_DEPTH} levels.") from None
     except ValueError as exc:  # not JSON, not UTF-8, or a number too long to convert
@@ -64,7 +74,9 @@ def find_unstorable_char(value: Any, path: str = "") -> tuple[str, str] | None:
     """Where in `value` (keys included) a character PostgreSQL cannot store is, as a dotted
     path, and what it is, if anywhere."""
     for where, _, item in _walk(value, path):
-        if isinstance(item, str) and (found := _UNSTORABLE_CHAR.search(item)):
+        if not isinstance(item, str) or (item.isascii() and "\x00" not in item):
+            continue
+        if found := _UNSTORABLE_CHAR.search(item):
             char = found.group()
             what = "a NUL (\\u0000) character" if char == "\x00" else f"a lone surrogate (\\u{ord(char):04x})"
             return where or "body", what

@@ -27,14 +27,13 @@ from memorysaas.errors import ApiError, Invalid
 # Entries an archive may hold: each header costs a parse (and, in a compressed tar, the data
 # before it a decompression), whatever is then skipped.
 MAX_MEMBERS = 100_000
-# Names a file's path may have (its directories and itself): one more and the path is longer
-# than indexing keeps (MAX_PATH), and each is a directory to make (os.makedirs recursed once a
-# directory, into a RecursionError near 1,000 deep).
-MAX_PARTS = MAX_PATH // 2
 # What zipfile raises, besides BadZipFile, on a directory or an entry it cannot read: a name
 # flagged UTF-8 that is not (UnicodeDecodeError, a ValueError), a version or method it does not
 # implement, data its decompressor refuses or that ends early, an offset before the file's start
 # (ValueError) or past it.
+# What a compressed stream raises on data its decompressor refuses or that ends early (gzip and
+# bzip2 raise OSError; zlib and lzma their own errors, unwrapped by tarfile).
+_STREAM_DAMAGE = (OSError, EOFError, zlib.error, lzma.LZMAError)
 _ZIP_DAMAGE = (
     zipfile.BadZipFile,
     OSError,
@@ -68,9 +67,9 @@ def _target(dest: str, name: str) -> str:
 
 
 def _too_deep(name: str) -> bool:
-    """More directories than a path indexing keeps can hold: skipped as a long path, as the
-    indexer would skip it, before any directory is made for it."""
-    return len(posixpath.normpath(name).split("/")) > MAX_PARTS
+    """A path longer than indexing keeps (MAX_PATH; it also bounds the directories to make):
+    skipped as a long path, as the indexer would skip it, before anything is made for it."""
+    return len(posixpath.normpath(name)) > MAX_PATH
 
 
 def _write(dest: str, name: str, data: bytes) -> None:
@@ -97,7 +96,7 @@ def extract_archive(stream: IO[bytes], filename: str, dest: str) -> dict[str, in
     stream.seek(0)
     try:
         archive = tarfile.open(fileobj=stream, mode="r:*")  # noqa: SIM115 (closed by the with below)
-    except (tarfile.TarError, EOFError, OSError):
+    except (tarfile.TarError, *_STREAM_DAMAGE):
         raise Invalid(
             "Send the repository as a .tar.gz or .zip archive.", details={"field": "archive"}
         ) from None
@@ -125,7 +124,7 @@ def _members(archive: tarfile.TarFile) -> list[tarfile.TarInfo]:
             if total > _budget() or len(members) >= MAX_MEMBERS:
                 raise _too_large()
             members.append(member)
-    except (tarfile.TarError, EOFError, OSError):
+    except (tarfile.TarError, *_STREAM_DAMAGE):
         raise Invalid("The archive is damaged.", details={"field": "archive"}) from None
     return members
 
@@ -158,7 +157,11 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
         source = archive.extractfile(member)
         if source is None:
             continue
-        _write(dest, member.name, source.read())
+        try:
+            data = source.read()
+        except (tarfile.TarError, *_STREAM_DAMAGE):
+            raise Invalid("The archive is damaged.", details={"entries": [member.name]}) from None
+        _write(dest, member.name, data)
     return skipped
 
 

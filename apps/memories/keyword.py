@@ -125,21 +125,16 @@ def select_filter_terms(
     max_share: float = 0.2,
     max_rows: int = 2000,
     limit: int = 24,
-    pool: int = 0,
 ) -> list[str]:
     """The terms that select candidates: the rarest ones, while their document frequencies add
     up to at most `max_rows` (so a query of common words cannot pull in most of a large project)
-    and none is in more than `max_share` of the documents, unless every document the terms
-    select so far still fits in the `pool` the statement returns (then BM25 scores all of them
-    and a common term costs nothing, while leaving it out would lose the memories that hold the
-    query's common words but not its rarest: in a small project every word is "common"). Common
-    terms still score in BM25; if every term is common, the rarest one selects alone."""
+    and none is in more than `max_share` of the documents. Common terms still score in BM25;
+    if every term is common, the rarest one selects alone."""
     present = sorted((df, term) for term, df in term_df.items() if df > 0)
     chosen: list[str] = []
     rows = 0
     for df, term in present:
-        common = df > max(max_share * n_docs, 1) and rows + df > pool
-        if common or rows + df > max_rows or len(chosen) >= limit:
+        if df > max(max_share * n_docs, 1) or rows + df > max_rows or len(chosen) >= limit:
             break
         chosen.append(term)
         rows += df

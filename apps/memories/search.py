@@ -316,7 +316,7 @@ def keyword_candidates(
     if not dfs:
         return "", [], dfs, n_docs
     selection = {term: max(df, 1) for term, df in dfs.items()}
-    filter_terms = select_filter_terms(selection, max(n_docs, 1), pool=limit)
+    filter_terms = select_filter_terms(selection, max(n_docs, 1))
     hits = (
         "(SELECT array_agg(u.lexeme || ':' || array_to_string(u.weights, ''))"
         " FROM unnest(search_vector) u WHERE u.lexeme = ANY(%s::text[]))"

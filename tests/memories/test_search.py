@@ -14,7 +14,7 @@ from apps.memories import search as search_module
 from apps.memories.keyword import select_filter_terms
 from apps.memories.models import TENANT_MATCH, Memory, MemoryUsage
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
-from apps.memories.search import Scope, keyword_candidates, keyword_path, search
+from apps.memories.search import Scope, keyword_candidates, search
 from apps.memories.selectors import memories_visible
 from tests.memories.factories import draft, make_memory
 
@@ -102,22 +102,6 @@ def test_select_filter_terms_takes_the_rarest_within_its_limits():
     assert select_filter_terms(dfs, 100, max_rows=4) == ["rare"]  # 1 + 4 rows > 4
     assert select_filter_terms(dfs, 100, limit=1) == ["rare"]
     assert select_filter_terms({"often": 30, "everywhere": 90}, 100) == ["often"]  # all common: the rarest
-    # Common terms still select while every document selected fits in the pool BM25 scores.
-    assert select_filter_terms(dfs, 100, pool=35) == ["rare", "uncommon", "often"]
-    assert select_filter_terms(dfs, 100, pool=34) == ["rare", "uncommon"]
-
-
-def test_in_a_small_project_the_keyword_path_finds_memories_without_the_rarest_query_word(alice):
-    """Nine memories: every word is in more than 20 % of them, so the rarest alone selected
-    candidates and the one note spelling verifyJwt (not verify_jwt) was never scored."""
-    wanted = make_memory(alice, content="verifyJwt rejects expired tokens.")
-    for n in range(7):
-        make_memory(alice, content=f"verify_jwt expired tokens case {n}: verifyJwt rejects them.")
-    make_memory(alice, content="Paginate lists with a cursor.")
-    project = alice.project
-    scope = Scope.of(memories_visible(principal=alice.principal, project=project).active())
-    found, _ = keyword_path(scope, "verify_jwt expired", project)
-    assert str(wanted.id) in [memory_id for memory_id, _, _ in found]
 
 
 def test_a_search_scope_is_its_querysets_filter_as_sql(alice, bob, charlie, corpus):

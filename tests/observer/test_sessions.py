@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import timedelta
 from uuid import UUID
 
@@ -794,6 +795,20 @@ def test_a_lone_surrogate_in_an_event_is_a_422_and_stores_nothing(agent, event):
     assert Session.objects.get(id=session["id"]).event_count == 0
     pair = {**event, "args": {"file_path": "src/\U0001f600.py"}}  # an escaped pair is one character
     assert agent.client.post(f"sessions/{session['id']}/events", {"events": [pair]}).status_code == 200
+
+
+def test_an_event_batch_not_in_utf8_is_malformed_not_a_500(agent):
+    """json.loads guessed UTF-16 from the bytes, past the raw-body check for escaped surrogates."""
+    session = agent.open()
+    body = json.dumps(
+        {"events": [{"seq": 1, "type": "tool_call", "tool": "Edit", "args": {"file_path": "\ud800"}}]}
+    )
+    response = agent.client.client.post(
+        f"/api/v1/sessions/{session['id']}/events", body.encode("utf-16-le"), content_type="application/json",
+        **agent.client.headers,
+    )  # fmt: skip
+    assert response.status_code == 400 and response.json()["error"]["code"] == "malformed_json"
+    assert Session.objects.get(id=session["id"]).event_count == 0
 
 
 def test_the_control_group_gets_no_memory(agent, monkeypatch):

@@ -5,6 +5,8 @@ These tests commit (transactional_db): the feed's guarantee is about committed t
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 from django.db import connection, transaction
@@ -393,6 +395,8 @@ def test_an_invalid_change_comes_back_invalid_and_the_rest_of_the_push_applies(a
     results = push(api_client(alice.key), alice.project, [before, bad, after])["results"]
     assert [r["status"] for r in results] == ["applied", "invalid", "applied"]
     assert results[1]["message"] and results[1]["details"]
+    if "\ud800" in json.dumps(bad) or "\udfff" in json.dumps(bad):
+        assert "lone surrogate" in json.dumps(results[1]), results[1]
     assert Memory.objects.filter(content__in=["Valid one.", "Valid two."]).count() == 2
 
 

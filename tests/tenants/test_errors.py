@@ -1,6 +1,7 @@
 """Every API error is the JSON envelope with the right 4xx status, and nothing is stored."""
 
 import io
+import json
 import re
 
 import pytest
@@ -162,6 +163,15 @@ def test_nan_and_infinity_are_not_json(alice, api_client, constant):
         )
         assert constant.lstrip("-") in error["message"]
     assert Memory.objects.count() == before
+
+
+def test_a_number_beyond_a_floats_range_and_a_body_not_in_utf8_are_malformed(alice, api_client):
+    client = api_client(alice.key)
+    path = f"projects/{alice.project.id}/memories"
+    body = '{"type": "gotcha", "content": "x", "payload": {"n": 1e400}}'
+    assert_envelope(client.post(path, body, content_type="application/json"), 400, "malformed_json")
+    utf16 = json.dumps({"type": "gotcha", "content": "x"}).encode("utf-16-le")
+    assert_envelope(client.post(path, utf16, content_type="application/json"), 400, "malformed_json")
 
 
 def test_too_many_query_parameters_is_a_400_envelope(alice, api_client):
