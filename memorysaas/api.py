@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from django.core.exceptions import BadRequest, ObjectDoesNotExist, SuspiciousOperation
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError
 from django.http import Http404, HttpRequest
-from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -17,6 +16,7 @@ from ninja.parser import Parser
 
 from apps.tenants.auth import principal_auth
 from memorysaas.errors import (
+    UNREADABLE_REQUEST,
     ApiError,
     envelope_for,
     error_response,
@@ -165,11 +165,12 @@ def on_http_error(request, exc: HttpError):
     return error_response(exc.status_code, exc.message)
 
 
-@api.exception_handler(SuspiciousOperation)
-@api.exception_handler(MultiPartParserError)
-@api.exception_handler(BadRequest)
 def on_unreadable_request(request, exc: Exception):
     return unreadable_request_response(exc)
+
+
+for _unreadable in UNREADABLE_REQUEST:
+    api.add_exception_handler(_unreadable, on_unreadable_request)
 
 
 @api.exception_handler(Http404)

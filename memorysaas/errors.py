@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.http import JsonResponse
+from django.http.multipartparser import MultiPartParserError
 
 STATUS_CODES = {
     400: "bad_request",
@@ -72,11 +74,13 @@ def envelope_for(exc: ApiError) -> JsonResponse:
     return error_response(exc.status, exc.message, code=exc.code, details=exc.details)
 
 
-def unreadable_request_response(exc: Exception) -> JsonResponse:
-    """What Django's request parsing refuses (too many fields or files, a field over the memory
-    limit, a broken multipart body) as the 4xx Django itself would answer, in the envelope."""
-    from django.core.exceptions import RequestDataTooBig
+# What Django's request parsing raises on a request it will not read (too many fields or files,
+# a field over the memory limit, a broken multipart body).
+UNREADABLE_REQUEST = (SuspiciousOperation, MultiPartParserError, BadRequest)
 
+
+def unreadable_request_response(exc: Exception) -> JsonResponse:
+    """An UNREADABLE_REQUEST error as the 4xx Django itself would answer, in the envelope."""
     if isinstance(exc, RequestDataTooBig):
         return error_response(413, f"The request body is too large: {exc}")
     return error_response(400, f"The request could not be read: {exc}")

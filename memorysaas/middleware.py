@@ -5,11 +5,9 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
-from django.http.multipartparser import MultiPartParserError
 
-from memorysaas.errors import error_response, unreadable_request_response
+from memorysaas.errors import UNREADABLE_REQUEST, error_response, unreadable_request_response
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +83,7 @@ class ApiErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not _is_api(request):
             return None
-        if isinstance(exception, (SuspiciousOperation, MultiPartParserError, BadRequest)):
+        if isinstance(exception, UNREADABLE_REQUEST):
             logger.warning("Unreadable request on %s %s: %s", request.method, request.path, exception)
             return unreadable_request_response(exception)
         logger.exception("Unhandled error on %s %s", request.method, request.path)

@@ -31,9 +31,9 @@ def _finite(text: str) -> float:
 
 
 def parse_json(body: bytes) -> Any:
-    """A request body as JSON: ApiError 400 when it is not JSON (NaN and Infinity are not, and an
-    integer longer than Python converts, 4,300 digits, is not read), 422 when it nests so deep that the parser itself gives up
-    (Python's recursion limit, near a thousand levels)."""
+    """A request body as JSON: ApiError 400 when it is not JSON (NaN, Infinity and floats out of
+    range are not; an integer longer than Python converts, 4,300 digits, is not read), 422 when it
+    nests so deep that the parser itself gives up (Python's recursion limit, near a thousand levels)."""
     from memorysaas.errors import ApiError
 
     try:
@@ -70,16 +70,16 @@ _UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
 ESCAPED_UNSTORABLE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 
 
-def find_unstorable_char(value: Any, path: str = "") -> tuple[str, str] | None:
-    """Where in `value` (keys included) a character PostgreSQL cannot store is, as a dotted
-    path, and what it is, if anywhere."""
+def find_unstorable_char(value: Any, path: str = "") -> str | None:
+    """Where in `value` (keys included) a character PostgreSQL cannot store is and what it is,
+    as a sentence, if anywhere."""
     for where, _, item in _walk(value, path):
         if not isinstance(item, str) or (item.isascii() and "\x00" not in item):
             continue
         if found := _UNSTORABLE_CHAR.search(item):
             char = found.group()
             what = "a NUL (\\u0000) character" if char == "\x00" else f"a lone surrogate (\\u{ord(char):04x})"
-            return where or "body", what
+            return f"{where or 'body'} contains {what}, which cannot be stored"
     return None
 
 
@@ -98,7 +98,7 @@ def refuse_unstorable(data: Any, path: str = "") -> None:
         raise ValueError(f"{where} nests deeper than {MAX_DEPTH} levels")
     found = find_unstorable_char(data, path)
     if found:
-        raise ValueError(f"{found[0]} contains {found[1]}, which cannot be stored")
+        raise ValueError(found)
 
 
 def single_line(value: str) -> str:

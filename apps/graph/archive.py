@@ -2,9 +2,9 @@
 
 Refused outright (the whole archive, with the offending entries named): absolute paths, `..`
 components, symlinks and hard links, device files and FIFOs; and, as the files are unpacked,
-one the filesystem cannot hold, an encrypted or a damaged zip entry. Skipped and counted:
-vendored directories, files over the per-file ceiling, paths nested deeper than indexing keeps. The unpacked total
-is capped too, counted as the tar is read (a zip or gzip bomb is a 413, not a full disk nor
+one the filesystem cannot hold, an encrypted or a damaged entry. Skipped and counted: vendored
+directories, files over the per-file ceiling, paths longer than indexing keeps. The unpacked
+total is capped too, counted as the tar is read (a zip or gzip bomb is a 413, not a full disk nor
 minutes of decompression), and so is the number of entries.
 """
 
@@ -27,22 +27,13 @@ from memorysaas.errors import ApiError, Invalid
 # Entries an archive may hold: each header costs a parse (and, in a compressed tar, the data
 # before it a decompression), whatever is then skipped.
 MAX_MEMBERS = 100_000
-# What zipfile raises, besides BadZipFile, on a directory or an entry it cannot read: a name
-# flagged UTF-8 that is not (UnicodeDecodeError, a ValueError), a version or method it does not
-# implement, data its decompressor refuses or that ends early, an offset before the file's start
-# (ValueError) or past it.
 # What a compressed stream raises on data its decompressor refuses or that ends early (gzip and
 # bzip2 raise OSError; zlib and lzma their own errors, unwrapped by tarfile).
 _STREAM_DAMAGE = (OSError, EOFError, zlib.error, lzma.LZMAError)
-_ZIP_DAMAGE = (
-    zipfile.BadZipFile,
-    OSError,
-    EOFError,
-    ValueError,
-    NotImplementedError,
-    zlib.error,
-    lzma.LZMAError,
-)
+# What zipfile raises on a directory or an entry it cannot read: besides BadZipFile and a damaged
+# stream, a name flagged UTF-8 that is not (UnicodeDecodeError, a ValueError), a version or method
+# it does not implement, an offset before the file's start (ValueError).
+_ZIP_DAMAGE = (zipfile.BadZipFile, ValueError, NotImplementedError, *_STREAM_DAMAGE)
 
 
 def _unsafe(name: str) -> bool:

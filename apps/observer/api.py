@@ -261,7 +261,7 @@ def sessions_get(request, session_id: UUID):
 def _valid_events(request, payload: EventsIn) -> list[dict[str, Any]]:
     """The batch's events, each validated, or the ApiError that refuses the whole batch."""
     if ESCAPED_UNSTORABLE.search(request.body) and (found := find_unstorable_char(payload.events, "events")):
-        raise ApiError(422, f"{found[0]} contains {found[1]}, which cannot be stored.")
+        raise ApiError(422, f"{found}.")
     if len(payload.events) > MAX_EVENTS:
         raise ApiError(413, f"At most {MAX_EVENTS} events per batch.", code="batch_too_large",
                        details={"count": len(payload.events), "max": MAX_EVENTS})  # fmt: skip
