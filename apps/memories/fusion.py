@@ -56,6 +56,11 @@ def identifier_tokens(query: str, files: Sequence[str] = ()) -> list[str]:
     ]
 
 
+def asks_about_relations(query: str) -> bool:
+    """Whether the query asks how code relates (who imports or calls it, what a change affects)."""
+    return bool(_STRUCTURAL_WORDS.search(query))
+
+
 def detect_query_kind(query: str, files: Sequence[str] = ()) -> str:
     """identifier / semantic / structural (V5 §7, adapted for a server that sees the files in play).
 
@@ -67,7 +72,7 @@ def detect_query_kind(query: str, files: Sequence[str] = ()) -> str:
         return "identifier"
     if files:
         lowered = query.lower()
-        if _STRUCTURAL_WORDS.search(query) or any(f and f.lower() in lowered for f in files):
+        if asks_about_relations(query) or any(f and f.lower() in lowered for f in files):
             return "structural"
         if any((name := f.rsplit("/", 1)[-1].lower()) and name in lowered for f in files):
             return "structural"

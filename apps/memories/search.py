@@ -379,13 +379,15 @@ def keyword_path(
     return found, reference_score(dfs, n_docs)
 
 
-def graph_reach(kind: str, files: Sequence[str], neighbours: dict[str, float]) -> dict[str, float]:
+def graph_reach(
+    query: str, kind: str, files: Sequence[str], neighbours: dict[str, float]
+) -> dict[str, float]:
     """The files the graph path credits and how strongly: the neighbours of the files in play,
-    and, unless the query asks about their relations (structural: who imports it, what it
-    calls, what a change affects — answered by the neighbours, not by the file), the files in
-    play themselves at full strength: a memory on the file an agent is working in is as close
-    as the graph can place it."""
-    if kind == "structural":
+    and, unless the query asks about their relations (structural, or in words: who imports it,
+    what it calls, what a change affects — answered by the neighbours, not by the file, even
+    when the file is only named in the query), the files in play themselves at full strength: a
+    memory on the file an agent is working in is as close as the graph can place it."""
+    if kind == "structural" or fusion.asks_about_relations(query):
         return neighbours
     return {**neighbours, **dict.fromkeys(files, 1.0)}
 
@@ -584,7 +586,7 @@ def search(
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(
             scope,
-            graph_reach(kind, graph_files, neighbours_of(graph_files)),
+            graph_reach(query, kind, graph_files, neighbours_of(graph_files)),
             organization_id=project.organization_id,
             vector=vector,
             model_id=provider.model_id,

@@ -168,12 +168,20 @@ def test_graph_path_finds_memories_on_neighbouring_files(alice, corpus):
 
 def test_graph_reach_credits_the_files_in_play_unless_the_query_is_about_their_relations():
     neighbours = {"views/list.py": 0.9, "core/paginator.py": 0.5}
-    assert search_module.graph_reach("structural", ["core/paginator.py"], neighbours) == neighbours
+    files = ["core/paginator.py"]
+    assert search_module.graph_reach("what breaks here", "structural", files, neighbours) == neighbours
     for kind in ("identifier", "semantic"):
-        assert search_module.graph_reach(kind, ["core/paginator.py"], neighbours) == {
+        assert search_module.graph_reach("EmptyPage past the end", kind, files, neighbours) == {
             "views/list.py": 0.9,
             "core/paginator.py": 1.0,
         }
+    # Named in a question about its importers (read as an identifier query: it names a path),
+    # the file is what the answer is about, not an answer.
+    assert fusion.detect_query_kind("who imports core/paginator.py") == "identifier"
+    assert (
+        search_module.graph_reach("who imports core/paginator.py", "identifier", files, neighbours)
+        == neighbours
+    )
 
 
 def test_a_memory_on_the_file_in_play_outranks_its_neighbours_on_the_graph_path(alice, corpus):
@@ -190,6 +198,14 @@ def test_a_memory_on_the_file_in_play_outranks_its_neighbours_on_the_graph_path(
     assert result.rankings["graph"][0] == str(corpus["pager"].id)
     hit = next(h for h in result.hits if h.memory.id == corpus["pager"].id)
     assert hit.components["graph"] == 1.0
+
+
+def test_a_question_about_a_named_files_importers_credits_its_neighbours_not_the_file(alice, corpus):
+    def imports(project_id, files):
+        return {"views/list.py": 0.9} if "core/paginator.py" in files else {}
+
+    result = _search_with_provider(imports, alice, query="who imports core/paginator.py", limit=4)
+    assert result.rankings["graph"] == [str(corpus["views"].id)]
 
 
 def test_boost_reuses_the_neighbours_already_asked_for_the_same_files(alice):
