@@ -496,9 +496,10 @@ def _results(ids: list[str], principal: Principal) -> dict[str, Memory]:
         memories[str(memory.id)] = memory
         if related:
             has_relations.add(str(memory.id))
-    prefetch_related_objects(
-        [m for i, m in memories.items() if i in has_relations], relations_seen_by(principal)
-    )
+    if has_relations:  # (building the prefetch's queryset alone takes ~1 ms)
+        prefetch_related_objects(
+            [m for i, m in memories.items() if i in has_relations], relations_seen_by(principal)
+        )
     for memory_id, memory in memories.items():
         if memory_id not in has_relations:  # what a prefetch that found nothing leaves behind
             empty = MemoryRelation.objects.none()
