@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.http import JsonResponse
 from django.http.multipartparser import MultiPartParserError
@@ -81,6 +82,7 @@ UNREADABLE_REQUEST = (SuspiciousOperation, MultiPartParserError, BadRequest)
 
 def unreadable_request_response(exc: Exception) -> JsonResponse:
     """An UNREADABLE_REQUEST error as the 4xx Django itself would answer, in the envelope."""
-    if isinstance(exc, RequestDataTooBig):
-        return error_response(413, f"The request body is too large: {exc}")
+    if isinstance(exc, RequestDataTooBig):  # (a body or form field over Django's memory limit)
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return error_response(413, f"The request body is too large: {exc}", details={"limit_bytes": limit})
     return error_response(400, f"The request could not be read: {exc}")

@@ -186,7 +186,8 @@ def test_too_many_upload_parts_is_a_400_and_a_field_over_the_memory_limit_a_413(
     files = {f"f{n}": io.BytesIO(b"x") for n in range(101)}  # over DATA_UPLOAD_MAX_NUMBER_FILES (100)
     assert_envelope(client.client.post(path, files, **client.headers), 400)
     with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024):
-        assert_envelope(client.client.post(path, {"note": "x" * 2048}, **client.headers), 413)
+        error = assert_envelope(client.client.post(path, {"note": "x" * 2048}, **client.headers), 413)
+    assert error["details"] == {"limit_bytes": 1024}  # as the OpenAPI 413 text promises
 
 
 def test_a_signed_in_unsafe_request_django_cannot_parse_is_a_400_not_a_500(alice, session_client):
