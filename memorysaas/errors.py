@@ -86,3 +86,10 @@ def unreadable_request_response(exc: Exception) -> JsonResponse:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return error_response(413, f"The request body is too large: {exc}", details={"limit_bytes": limit})
     return error_response(400, f"The request could not be read: {exc}")
+
+
+def conflict(description: str) -> dict[str, Any]:
+    """An operation's `openapi_extra` for the 409 it can answer, saying when (the schema's other
+    error responses follow from an operation's shape: memorysaas.api.error_responses)."""
+    envelope = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    return {"responses": {409: {"description": description, "content": envelope}}}

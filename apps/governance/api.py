@@ -15,6 +15,7 @@ from apps.memories.selectors import memory_get
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
+from memorysaas.errors import conflict
 from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["governance"])
@@ -145,7 +146,11 @@ def _trust_out(project) -> dict[str, Any]:
     }
 
 
-@router.post("/memories/{memory_id}/disputes", response={201: DisputeDetailOut})
+@router.post(
+    "/memories/{memory_id}/disputes",
+    response={201: DisputeDetailOut},
+    openapi_extra=conflict("The memory already has an open dispute (`conflict`): comment on it instead."),
+)
 def disputes_open(request, memory_id: UUID, payload: DisputeIn):
     """Dispute a memory (memories:write): it gets the disputed badge and stewards are notified."""
     memory = memory_get(principal=request.auth, memory_id=memory_id)

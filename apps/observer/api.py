@@ -16,7 +16,7 @@ from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
-from memorysaas.errors import ApiError
+from memorysaas.errors import ApiError, conflict
 from memorysaas.jsontypes import JsonTyped
 from memorysaas.schemas import (
     ESCAPED_UNSTORABLE,
@@ -49,6 +49,7 @@ _REQUIRED = {
     "commit": ("sha",),
     "phase": ("phase",),
 }
+SESSION_CLOSED = conflict("The session is complete (`session_closed`): open a new one.")
 
 
 class NoteIn(JsonTyped):
@@ -283,7 +284,7 @@ def _valid_events(request, payload: EventsIn) -> list[dict[str, Any]]:
     return events
 
 
-@router.post("/sessions/{session_id}/events", response=IngestOut)
+@router.post("/sessions/{session_id}/events", response=IngestOut, openapi_extra=SESSION_CLOSED)
 def sessions_events(request, session_id: UUID, payload: EventsIn):
     """Append a batch (up to 1,000 events; 413 above). Idempotent by `seq`: a retried batch
     changes nothing. A batch with an invalid event is refused whole, with each bad item listed."""
@@ -297,7 +298,7 @@ def sessions_events(request, session_id: UUID, payload: EventsIn):
     return services.events_ingest(session=session_id, events=events, principal=request.auth)
 
 
-@router.post("/sessions/{session_id}/validation", response=ValidationOut)
+@router.post("/sessions/{session_id}/validation", response=ValidationOut, openapi_extra=SESSION_CLOSED)
 def sessions_validation(request, session_id: UUID, payload: ValidationIn):
     """A validation result (QA, tests, review) for the session or one of its work units."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
@@ -320,7 +321,7 @@ def sessions_complete(request, session_id: UUID, payload: CompleteIn):
     return Status(200 if session.status == "completed" else 202, session)
 
 
-@router.post("/sessions/{session_id}/step-injection", response=StepOut)
+@router.post("/sessions/{session_id}/step-injection", response=StepOut, openapi_extra=SESSION_CLOSED)
 def sessions_step_injection(request, session_id: UUID, payload: StepIn):
     """What to add before the agent's next step, if anything (seeds/003 §9)."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)

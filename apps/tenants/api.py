@@ -11,7 +11,7 @@ from pydantic import field_validator
 from apps.tenants import selectors, services
 from apps.tenants.models import Methodology
 from apps.tenants.roles import API_KEY_SCOPES, Perm
-from memorysaas.errors import Invalid
+from memorysaas.errors import Invalid, conflict
 from memorysaas.health import health_report
 from memorysaas.schemas import InputSchema, Name, OutputSchema
 
@@ -108,7 +108,11 @@ def projects_list(request):
     return list(selectors.projects_for(principal=request.auth))
 
 
-@router.post("/projects", response={201: ProjectOut})
+@router.post(
+    "/projects",
+    response={201: ProjectOut},
+    openapi_extra=conflict("The organization already has a project with the slug asked for (`slug_taken`)."),
+)
 def projects_create(request, payload: ProjectIn):
     """Create a project (needs the `admin` permission in its organization)."""
     principal = request.auth

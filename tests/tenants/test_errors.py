@@ -214,3 +214,21 @@ def test_a_name_with_control_characters_is_a_422_in_the_api_and_the_dashboard(al
     page = client.post(f"/o/{alice.org.slug}/projects/new/", {"name": name, "methodology": "native"})
     assert page.status_code in (200, 422) and "control characters" in page.content.decode()
     assert Project.objects.count() == before
+
+
+def test_the_operations_that_can_conflict_document_their_409(api_client):
+    """A 409 an operation raises (a taken slug, a second open dispute, a closed session) was
+    missing from the schema, which lists only what follows from an operation's shape."""
+    schema = api_client().get("openapi.json").json()
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    conflicting = {
+        ("/api/v1/projects", "post"): "slug_taken",
+        ("/api/v1/memories/{memory_id}/disputes", "post"): "conflict",
+        ("/api/v1/sessions/{session_id}/events", "post"): "session_closed",
+        ("/api/v1/sessions/{session_id}/validation", "post"): "session_closed",
+        ("/api/v1/sessions/{session_id}/step-injection", "post"): "session_closed",
+    }
+    for (path, method), code in conflicting.items():
+        response = schema["paths"][path][method]["responses"]["409"]
+        assert response["content"] == ref and f"`{code}`" in response["description"], path
+    assert "409" not in schema["paths"]["/api/v1/projects/{project_id}/memories"]["post"]["responses"]
