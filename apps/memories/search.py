@@ -380,16 +380,20 @@ def keyword_path(
 
 
 def graph_reach(
-    query: str, kind: str, files: Sequence[str], neighbours: dict[str, float]
+    query: str, kind: str, files: Sequence[str], named: Sequence[str], neighbours: dict[str, float]
 ) -> dict[str, float]:
-    """The files the graph path credits and how strongly: the neighbours of the files in play,
-    and, unless the query asks about their relations (structural, or in words: who imports it,
-    what it calls, what a change affects — answered by the neighbours, not by the file, even
-    when the file is only named in the query), the files in play themselves at full strength: a
-    memory on the file an agent is working in is as close as the graph can place it."""
-    if kind == "structural" or fusion.asks_about_relations(query):
+    """The files the graph path credits and how strongly: the neighbours of the files in play
+    and of the files the query names, and at full strength, unless the query is structural (who
+    imports it, what it calls, what a change affects: answered by the neighbours, not by the
+    file), the files in play themselves (a memory on the file an agent is working in is as close
+    as the graph can place it) and the files named, unless the question is how they relate
+    ("who imports core/paginator.py" names a path, so it reads as an identifier query)."""
+    if kind == "structural":
         return neighbours
-    return {**neighbours, **dict.fromkeys(files, 1.0)}
+    credited = list(files)
+    if not fusion.asks_about_relations(query):
+        credited += [f for f in named if f not in files]
+    return {**neighbours, **dict.fromkeys(credited, 1.0)}
 
 
 def graph_path(
@@ -547,7 +551,8 @@ def search(
     weights = {p: w for p, w in fusion.FUSION_WEIGHTS[kind].items() if p in paths}
     rrf_weights = {p: w for p, w in fusion.RRF_WEIGHTS[kind].items() if p in paths}
     # Files named in the query ("… in django/core/paginator.py") are in play for the graph too.
-    graph_files = list(dict.fromkeys([*files, *fusion.files_in_query(query)]))
+    named_files = fusion.files_in_query(query)
+    graph_files = list(dict.fromkeys([*files, *named_files]))
     base = memories_visible(principal=principal, project=project).active()
     if types:
         base = base.filter(type__in=list(types))
@@ -587,7 +592,7 @@ def search(
     if "graph" in paths and graph_files:
         runs["graph"] = lambda: graph_path(
             scope,
-            graph_reach(query, kind, graph_files, neighbours_of(graph_files)),
+            graph_reach(query, kind, files, named_files, neighbours_of(graph_files)),
             organization_id=project.organization_id,
             vector=vector,
             model_id=provider.model_id,

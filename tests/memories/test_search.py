@@ -168,19 +168,25 @@ def test_graph_path_finds_memories_on_neighbouring_files(alice, corpus):
 
 def test_graph_reach_credits_the_files_in_play_unless_the_query_is_about_their_relations():
     neighbours = {"views/list.py": 0.9, "core/paginator.py": 0.5}
-    files = ["core/paginator.py"]
-    assert search_module.graph_reach("what breaks here", "structural", files, neighbours) == neighbours
+    files, reach = ["core/paginator.py"], search_module.graph_reach
+    assert reach("what breaks here", "structural", files, [], neighbours) == neighbours
     for kind in ("identifier", "semantic"):
-        assert search_module.graph_reach("EmptyPage past the end", kind, files, neighbours) == {
+        assert reach("EmptyPage past the end", kind, files, [], neighbours) == {
             "views/list.py": 0.9,
             "core/paginator.py": 1.0,
         }
     # Named in a question about its importers (read as an identifier query: it names a path),
-    # the file is what the answer is about, not an answer.
+    # the file is what the answer is about, not an answer; named otherwise, it is credited.
     assert fusion.detect_query_kind("who imports core/paginator.py") == "identifier"
+    assert reach("who imports core/paginator.py", "identifier", [], files, neighbours) == neighbours
     assert (
-        search_module.graph_reach("who imports core/paginator.py", "identifier", files, neighbours)
-        == neighbours
+        reach("EmptyPage in core/paginator.py", "identifier", [], files, neighbours)["core/paginator.py"]
+        == 1.0
+    )
+    # The file an agent works in stays credited when an identifier query uses such a word.
+    assert (
+        reach("why get_page depends on EmptyPage", "identifier", files, [], neighbours)["core/paginator.py"]
+        == 1.0
     )
 
 
