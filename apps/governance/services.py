@@ -197,6 +197,11 @@ def dispute_resolve(
     (the earlier outcome stays in the thread). The disputed badge goes once no dispute is open."""
     require(actor, dispute.organization_id, Perm.MEMORIES_REVIEW)
     resolution = Resolution(resolution).value
+    if changes and resolution != Resolution.UPDATE:  # (not dropped: the caller meant them)
+        raise Invalid(
+            "Changes go with the resolution 'update' only: deprecating or rejecting leaves the text as it is.",
+            details={"field": "changes"},
+        )
     dispute = (
         Dispute.objects.select_for_update(of=("self",))
         .select_related("project__organization")
