@@ -33,7 +33,8 @@ class ResolveIn(InputSchema):
     resolution: Resolution
     note: str = Field("", max_length=5000)
     changes: MemoryPatch | None = Field(
-        None, description="For resolution 'update': the memory fields to change, as PATCH /memories/{id}."
+        None,
+        description="For resolution 'update' (only): the memory fields to change, as PATCH /memories/{id}.",
     )
 
 

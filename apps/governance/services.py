@@ -156,12 +156,13 @@ def dispute_comment(*, dispute: Dispute, actor: Principal, body: str) -> Dispute
 
 
 def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str, Any]) -> None:
+    secrets: list[str] = []
     if resolution == Resolution.UPDATE:
         if not changes:
             raise Invalid("An update needs the memory's new content or fields.", details={"field": "changes"})
         memory = memory_services.memory_locked(memory)  # (an edit committed meanwhile counts)
         before = memory.version
-        memory = memory_services.memory_update(
+        memory, secrets = memory_services.memory_update_with_secrets(
             memory=memory, actor=actor, changes=changes, change="dispute_update"
         )
         if memory.version == before:  # (the dispute's transaction is rolled back)
@@ -175,6 +176,8 @@ def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str,
         )
     if not Dispute.objects.filter(memory=memory, status=DisputeStatus.OPEN).exists():
         Memory.objects.filter(pk=memory.pk).update(disputed=False)
+        if secrets:  # (taken out of the new text: it waits for a steward's review, as any write's)
+            return
         memory_services.memory_update(
             memory=Memory.objects.get(pk=memory.pk),
             actor=actor,
@@ -197,6 +200,11 @@ def dispute_resolve(
     (the earlier outcome stays in the thread). The disputed badge goes once no dispute is open."""
     require(actor, dispute.organization_id, Perm.MEMORIES_REVIEW)
     resolution = Resolution(resolution).value
+    if changes and resolution != Resolution.UPDATE:  # (not dropped: the caller meant them)
+        raise Invalid(
+            "Changes go with the resolution 'update' only: deprecating or rejecting leaves the text as it is.",
+            details={"field": "changes"},
+        )
     dispute = (
         Dispute.objects.select_for_update(of=("self",))
         .select_related("project__organization")

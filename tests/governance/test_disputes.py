@@ -285,6 +285,45 @@ def test_an_update_takes_only_what_a_patch_would(api_client, team, memory, signe
     assert api_client(team[Role.OWNER].key).get(f"memories/{memory.id}").status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("resolution", "changes"),
+    [("reject", {"content": "Never use --fake on staging."}), ("deprecate", {"deprecated": False})],
+)
+def test_changes_go_only_with_an_update(api_client, team, memory, signed_in, resolution, changes):
+    """Changes sent with a rejection or deprecation were dropped, and the answer was a 200."""
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    memory.refresh_from_db()
+    version = memory.version
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve", {"resolution": resolution, "changes": changes}
+    )
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["details"] == {"field": "changes"}
+    memory.refresh_from_db()
+    assert memory.version == version and memory.disputed and not memory.deprecated
+    assert Dispute.objects.get(pk=dispute_id).is_open
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve", {"resolution": resolution, "changes": None}
+    )
+    assert response.status_code == 200, response.content
+
+
+def test_an_update_that_brings_a_secret_leaves_the_memory_in_review(api_client, team, memory, signed_in):
+    """As any write that brings a secret (a steward's PATCH or correction too): the resolution
+    cleared the review, and a memory with a redaction marker went to agents unreviewed."""
+    key = "sk-ant-api03-" + "Pw3Ks8Jd2Lf6" * 4
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve",
+        {"resolution": "update", "changes": {"content": f"Migrate staging with {key}."}},
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "resolved"
+    memory.refresh_from_db()
+    assert memory.content == "Migrate staging with [REDACTED:anthropic_key]."
+    assert memory.secrets_redacted and memory.needs_review and not memory.disputed
+
+
 def test_a_personal_memory_cannot_be_disputed_and_no_steward_hears_of_it(api_client, team):
     personal = make_memory(team[Role.MEMBER], content="My shortcut: deploy with --force.", scope="personal")
     response = _open(api_client, team[Role.MEMBER], personal)
