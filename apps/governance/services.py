@@ -178,6 +178,8 @@ def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str,
         Memory.objects.filter(pk=memory.pk).update(disputed=False)
         if secrets:  # (taken out of the new text: it waits for a steward's review, as any write's)
             return
+        if changes.get("needs_review") is True:  # (the resolver asked to keep it in review)
+            return
         memory_services.memory_update(
             memory=Memory.objects.get(pk=memory.pk),
             actor=actor,

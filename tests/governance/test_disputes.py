@@ -324,6 +324,18 @@ def test_an_update_that_brings_a_secret_leaves_the_memory_in_review(api_client, 
     assert memory.secrets_redacted and memory.needs_review and not memory.disputed
 
 
+def test_an_update_that_asks_for_review_keeps_the_memory_in_review(api_client, team, memory, signed_in):
+    """The dispute's close cleared the review the same update had just asked for."""
+    dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
+    changes = {"content": "Migrate staging from the runbook's step 4.", "needs_review": True}
+    response = signed_in(team[Role.STEWARD]).post(
+        f"disputes/{dispute_id}/resolve", {"resolution": "update", "changes": changes}
+    )
+    assert response.status_code == 200, response.content
+    memory.refresh_from_db()
+    assert memory.content == changes["content"] and memory.needs_review and not memory.disputed
+
+
 def test_a_personal_memory_cannot_be_disputed_and_no_steward_hears_of_it(api_client, team):
     personal = make_memory(team[Role.MEMBER], content="My shortcut: deploy with --force.", scope="personal")
     response = _open(api_client, team[Role.MEMBER], personal)
