@@ -176,9 +176,9 @@ def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str,
         )
     if not Dispute.objects.filter(memory=memory, status=DisputeStatus.OPEN).exists():
         Memory.objects.filter(pk=memory.pk).update(disputed=False)
-        if secrets:  # (taken out of the new text: it waits for a steward's review, as any write's)
-            return
-        if changes.get("needs_review") is True:  # (the resolver asked to keep it in review)
+        # A secret taken out of the new text waits for a steward's review, as after any write;
+        # and a resolver may ask for the review to stay.
+        if secrets or changes.get("needs_review") is True:
             return
         memory_services.memory_update(
             memory=Memory.objects.get(pk=memory.pk),

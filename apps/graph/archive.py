@@ -57,7 +57,7 @@ def _target(dest: str, name: str) -> str:
     return path
 
 
-def _too_deep(name: str) -> bool:
+def _too_long(name: str) -> bool:
     """A path longer than indexing keeps (MAX_PATH; it also bounds the directories to make):
     skipped as a long path, as the indexer would skip it, before anything is made for it."""
     return len(posixpath.normpath(name)) > MAX_PATH
@@ -142,7 +142,7 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
         if member.size > MAX_FILE_BYTES:
             skipped["huge"] += 1
             continue
-        if _too_deep(member.name):
+        if _too_long(member.name):
             skipped["long_path"] += 1
             continue
         source = archive.extractfile(member)
@@ -187,7 +187,7 @@ def _unzip(stream: IO[bytes], dest: str) -> dict[str, int]:
             if info.file_size > MAX_FILE_BYTES:
                 skipped["huge"] += 1
                 continue
-            if _too_deep(info.filename):
+            if _too_long(info.filename):
                 skipped["long_path"] += 1
                 continue
             total += info.file_size

@@ -5,9 +5,9 @@ the codebase into the graph when the graph app offers `index_directory`, runs ev
 through keyword-only, dense-only, hybrid (RRF), hybrid+boost and the full pipeline, computes a
 bm25s baseline over the same texts and prints a table per configuration and kind; with --json it
 ends with one JSON line. --misses also lists every relevant memory the full pipeline leaves out of
-its top 5, with its rank there and in each path (what to read when a figure drops). HyDE (when an LLM is configured) runs in the full pipeline only, so the
-single paths and hybrids stay comparable with and without it. The project is deleted afterwards
-unless --keep.
+its top 5, with its rank there and in each path (what to read when a figure drops). HyDE (when
+an LLM is configured) runs in the full pipeline only, so the single paths and hybrids stay
+comparable with and without it. The project is deleted afterwards unless --keep.
 """
 
 from __future__ import annotations
