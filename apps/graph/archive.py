@@ -46,6 +46,12 @@ def _unsafe(name: str) -> bool:
     )
 
 
+def _root_dir(member: tarfile.TarInfo) -> bool:
+    """The archive's own root, "." or "./": `tar czf repo.tgz -C repo .` writes it first. Only
+    files are unpacked, so it makes nothing; "/" and "" stay refused."""
+    return member.isdir() and member.name.replace("\\", "/").rstrip("/") == "."
+
+
 def _vendored(name: str) -> bool:
     return any(part in VENDORED_DIRS for part in name.split("/")[:-1])
 
@@ -125,7 +131,8 @@ def _untar(archive: tarfile.TarFile, dest: str) -> dict[str, int]:
     refused = [
         m.name
         for m in members
-        if _unsafe(m.name) or m.issym() or m.islnk() or m.isdev() or m.ischr() or m.isblk() or m.isfifo()
+        if not _root_dir(m)
+        and (_unsafe(m.name) or m.issym() or m.islnk() or m.isdev() or m.ischr() or m.isblk() or m.isfifo())
     ]
     if refused:
         raise Invalid(

@@ -167,3 +167,35 @@ def test_deep_entries_within_the_limit_or_skipped_are_unpacked_as_before(alice, 
     response = _post(alice, api_client, *pack(name))
     assert response.status_code == 202, response.content
     assert IndexJob.objects.get().status == "done"
+
+
+def test_a_tar_of_a_directory_with_its_root_entry_is_indexed(alice, api_client, tmp_path):
+    """`tar czf repo.tgz -C ~/src/myrepo .` (the README's command) writes the root as a "."
+    directory entry before "./app/models.py": the archive was refused whole as unsafe."""
+    repo = tmp_path / "myrepo"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app" / "models.py").write_text("class Order:\n    pass\n")
+    (repo / "app" / "views.py").write_text("from app.models import Order\n")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as out:
+        out.add(repo, arcname=".")
+    with tarfile.open(fileobj=io.BytesIO(buffer.getvalue())) as written:
+        assert written.getnames()[0] == "."
+    response = _post(alice, api_client, buffer.getvalue(), "repo.tgz")
+    assert response.status_code == 202, response.content
+    job = IndexJob.objects.get()
+    assert job.status == "done" and job.files == 2
+
+
+@pytest.mark.parametrize("name", ["/", "", "./.."])
+def test_a_nameless_or_escaping_tar_directory_is_still_refused(alice, api_client, name):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as out:
+        info = tarfile.TarInfo(name)
+        info.type = tarfile.DIRTYPE
+        out.addfile(info)
+        data = b"x = 1\n"
+        info = tarfile.TarInfo("ok.py")
+        info.size = len(data)
+        out.addfile(info, io.BytesIO(data))
+    _refused(_post(alice, api_client, buffer.getvalue(), "repo.tar.gz"))
