@@ -1,7 +1,7 @@
 """`make run`: database, migrations, demo credentials, then daphne and a django-q2 cluster.
 
 Ctrl-C (or SIGTERM) stops the web server, the worker and — if this run started it — the
-embedded PostgreSQL. Running it again reuses the data under .data/.
+embedded PostgreSQL. Running it again reuses the data under .data/ (MEMORYSAAS_DATA_DIR).
 """
 
 from __future__ import annotations
@@ -13,8 +13,15 @@ import sys
 import time
 from pathlib import Path
 
+from memorysaas.embedded_db import DATA_DIR
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+
+
+def _shown(path: Path) -> str:
+    """`path` as the user would type it: relative to the checkout when it lies inside it."""
+    return str(path.relative_to(BASE_DIR)) if path.is_relative_to(BASE_DIR) else str(path)
 
 
 def _manage(*args: str, capture: bool = False) -> str:
@@ -47,11 +54,11 @@ def main() -> int:
     embedded = not os.environ.get("DATABASE_URL")
     started_db = False
     if embedded:
-        from memorysaas.embedded_db import embedded_database
+        from memorysaas.embedded_db import PG_DIR, embedded_database
 
         started_db = not _embedded_running()
         print(
-            "• Starting embedded PostgreSQL 18 + pgvector (.data/pg)…"
+            f"• Starting embedded PostgreSQL 18 + pgvector ({_shown(PG_DIR)})…"
             if started_db
             else "• Reusing the running embedded PostgreSQL"
         )
@@ -78,7 +85,7 @@ def main() -> int:
     try:
         print("• Migrating")
         _manage("migrate", "--noinput", "-v", "0")
-        demo = _manage("bootstrap_demo", "--key-file", str(BASE_DIR / ".data" / "demo_api_key"), capture=True)
+        demo = _manage("bootstrap_demo", "--key-file", str(DATA_DIR / "demo_api_key"), capture=True)
         print("\n─── demo credentials ───────────────────────────────")
         print(demo.strip())
         print("────────────────────────────────────────────────────")
