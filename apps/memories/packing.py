@@ -61,8 +61,13 @@ class PackItem:
     score: float
 
     @property
+    def cite(self) -> str:
+        """The memory's citation as the packed text carries it (on one line)."""
+        return citation(self.memory_id, one_line(self.citation_text))
+
+    @property
     def line(self) -> str:
-        return f"- ({self.memory_type}) {one_line(self.content)} {citation(self.memory_id, one_line(self.citation_text))}"
+        return f"- ({self.memory_type}) {one_line(self.content)} {self.cite}"
 
 
 @dataclass

@@ -923,7 +923,7 @@ def build_context(
             {
                 "id": item.memory_id,
                 "type": item.memory_type,
-                "citation": citation(item.memory_id, item.citation_text),
+                "citation": item.cite,  # (as the text cites it: a citation text's line breaks made spaces)
                 "tokens": tokens,
                 "score": round(item.score, 6),
                 "related_files": list(item.related_files),

@@ -397,6 +397,24 @@ def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client
     assert client.post(url, {"phase": "implement", "files": ["", " ./ ", "./", "/"]}).status_code == 422
 
 
+def test_context_lists_each_memory_with_the_citation_its_text_carries(alice, api_client):
+    # A citation text written over several lines is cited on one line in the packed text; the
+    # memories list named it with its line breaks, a citation the text does not hold.
+    memory = make_memory(
+        alice,
+        content="verifyJwt rejects tokens whose clock skew exceeds 30 seconds.",
+        citation_text="verifyJwt\nclock   skew",
+    )
+    response = api_client(alice.key).post(
+        f"projects/{alice.project.id}/context", {"task": "verifyJwt clock skew"}
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    [listed] = [m for m in body["memories"] if m["id"] == str(memory.id)]
+    assert listed["citation"] == f"[Memory #{str(memory.id)[:8]}: verifyJwt clock skew]"
+    assert all(m["citation"] in body["text"] for m in body["memories"])
+
+
 def test_cohere_rerank_through_the_real_sdk(alice, corpus, fake_cohere):
     result = search(principal=alice.principal, project=alice.project, query="pages past the end", limit=3)
     assert result.reranker == "cohere"
