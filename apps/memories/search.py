@@ -888,6 +888,9 @@ def build_context(
         query=query,
         files=files,
         phase=phase_name,
+        # Files alone ask what is known about them, not how they relate: their paths, read as
+        # a structural question, would credit only their neighbours on the graph path.
+        query_kind=None if task.strip() else "identifier",
         limit=25,
         include_stale=False,
         use_hyde=False,  # proactive injection never waits on an LLM (seeds/003 §7)

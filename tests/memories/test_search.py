@@ -397,6 +397,42 @@ def test_context_packs_within_budget_and_counts_access(alice, corpus, api_client
     assert client.post(url, {"phase": "implement", "files": ["", " ./ ", "./", "/"]}).status_code == 422
 
 
+def test_context_for_files_alone_puts_the_memories_on_those_files_first(alice, api_client):
+    """Asked with files and no task, /context searched the files' paths, which read as a
+    structural question, whose graph path credits only the files' neighbours: a trusted
+    memory on a file the paginator imports came before a weaker one on the paginator itself."""
+
+    def imports(project_id, files):
+        return {"views/list.py": 1.0} if "core/paginator.py" in files else {}
+
+    own = make_memory(
+        alice,
+        type="e2e_observation",
+        source="observer_inferred",
+        confidence=0.8,
+        content="Paging past the end raised EmptyPage in the list view.",
+        related_files=["core/paginator.py"],
+    )
+    neighbour = make_memory(
+        alice,
+        type="gotcha",
+        source="user_taught",
+        confidence=0.95,
+        content="List views must catch EmptyPage from the core paginator.py and show the last page.",
+        related_files=["views/list.py"],
+    )
+    register_neighbour_provider(imports)
+    try:
+        response = api_client(alice.key).post(
+            f"projects/{alice.project.id}/context", {"phase": "implement", "files": ["core/paginator.py"]}
+        )
+    finally:
+        unregister_neighbour_provider(imports)
+    assert response.status_code == 200, response.content
+    ids = [m["id"] for m in response.json()["memories"]]
+    assert ids.index(str(own.id)) < ids.index(str(neighbour.id))
+
+
 def test_context_lists_each_memory_with_the_citation_its_text_carries(alice, api_client):
     # A citation text written over several lines is cited on one line in the packed text; the
     # memories list named it with its line breaks, a citation the text does not hold.
