@@ -5,6 +5,11 @@ each keep their whole lower-cased form (stored verbatim as a lexeme), a joined f
 (`verifyjwt`, so camelCase and snake_case spellings of one name meet), and their parts
 (`verify`, `jwt`, `auth`, `tokens`, `ts`) which join the prose and are stemmed by PostgreSQL's
 `english` configuration like every other word.
+
+Chinese and Japanese are written without spaces, so PostgreSQL's parser makes a whole run one
+word and a query for a word inside it found nothing. Each run of Han, kana or hangul also gives
+its overlapping character pairs (a lone character itself), verbatim: `缓存键` → 缓存, 存键, the
+usual bigram indexing of CJK search engines, on both sides of the match.
 """
 
 from __future__ import annotations
@@ -17,6 +22,19 @@ from dataclasses import dataclass, field
 _RAW = re.compile(r"[A-Za-z0-9_]+(?:(?:::|[./:\-])[A-Za-z0-9_]+)*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _SPLIT = re.compile(r"[./:\-_]+")
+# Han (with extension A, compatibility forms and the supplementary planes' extensions), kana and
+# hangul syllables.
+_CJK_RUN = re.compile(
+    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]+"
+)
+
+
+def cjk_grams(text: str) -> list[str]:
+    """The overlapping character pairs of each CJK run in `text` (a one-character run itself)."""
+    grams: list[str] = []
+    for run in _CJK_RUN.findall(text):
+        grams.extend(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    return grams
 
 
 def is_code_like(token: str) -> bool:
@@ -75,6 +93,7 @@ def analyze(text: str) -> Terms:
         whole.extend(seg for seg in _segments(token) if seg != lowered)
         words.append(" ".join(parts))
     words.append(text[cursor:])
+    whole.extend(cjk_grams(text))
     return Terms(whole=whole, words=" ".join(w for w in words if w.strip()))
 
 

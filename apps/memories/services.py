@@ -188,6 +188,35 @@ def _adjust_term_stats(ids: Sequence[UUID | str], sign: int) -> None:
         )
 
 
+_INDEXED_FIELDS = (
+    "project_id",
+    "type",
+    "content",
+    "citation_text",
+    "tags",
+    "related_files",
+    "related_modules",
+    "payload",
+)
+
+
+def memories_reindex_keywords(memory_ids: Iterable[UUID | str]) -> int:
+    """Rebuild these memories' keyword index (`search_vector`) and their projects' document
+    frequencies, after a change in what the index holds (a data migration runs it). Nothing
+    else about a memory changes: no new version, no re-embedding. Returns how many it rebuilt."""
+    ids = [str(i) for i in memory_ids]
+    if not ids:
+        return 0
+    with transaction.atomic():
+        memories = list(Memory.objects.select_for_update().filter(id__in=ids).only(*_INDEXED_FIELDS))
+        found = [m.id for m in memories]
+        _adjust_term_stats(found, -1)
+        for memory in memories:
+            Memory.objects.filter(pk=memory.pk).update(search_vector=_search_vector(memory))
+        _adjust_term_stats(found, +1)
+    return len(memories)
+
+
 def rebuild_term_stats(*, project: Project) -> None:
     """Recompute a project's document frequencies from scratch: after a bulk load that wrote
     rows directly (the benchmark), or as a repair; every service write keeps them incrementally."""

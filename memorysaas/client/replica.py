@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS rejected (n INTEGER PRIMARY KEY, change TEXT NOT NULL
 # The text columns hold code-aware terms (`_terms`), not the text itself. Whole identifiers keep
 # their inner separators, so those are token characters; the terms hold no other punctuation.
 # Bump FTS_TERMS when what the columns hold changes: an older replica's index is rebuilt on open.
-FTS_TERMS = "codetokens-1"
+FTS_TERMS = "codetokens-2"  # 2: CJK runs also by their character pairs
 _FTS = """
 CREATE VIRTUAL TABLE memories_fts USING fts5(
     id UNINDEXED, content, tags, files, tokenize = "porter unicode61 tokenchars '_./:-'"

@@ -341,6 +341,16 @@ def test_double_colon_paths_are_kept_whole_and_by_parts():
     assert terms.words.split() == ["use", "std", "vector", "here"]
 
 
+def test_cjk_runs_are_indexed_by_their_character_pairs():
+    # written without spaces, a run was one word: a word inside it could not be matched
+    assert codetokens.cjk_grams("缓存键在部署时 verifyJwt 鍵 キャッシュ 캐시") == [
+        "缓存", "存键", "键在", "在部", "部署", "署时", "鍵", "キャ", "ャッ", "ッシ", "シュ", "캐시",
+    ]  # fmt: skip
+    terms = codetokens.analyze("verifyJwt 缓存键")
+    assert terms.whole == ["verifyjwt", "缓存", "存键"]
+    assert codetokens.analyze("Crème brûlée, naïve").whole == []  # accented Latin is not CJK
+
+
 def test_tsvector_literal_quotes_and_repeats_positions():
     literal = codetokens.tsvector_literal([("it's", "A"), ("x", "B"), ("x", "C"), ("y" * 201, "A")])
     assert literal == "'it''s':1A 'x':2B,3C"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.expressions import RawSQL
 from django.test.utils import CaptureQueriesContext
 
 from apps.memories import fusion, services
@@ -431,6 +434,55 @@ def test_context_for_files_alone_puts_the_memories_on_those_files_first(alice, a
     assert response.status_code == 200, response.content
     ids = [m["id"] for m in response.json()["memories"]]
     assert ids.index(str(own.id)) < ids.index(str(neighbour.id))
+
+
+def test_a_word_inside_a_chinese_or_japanese_sentence_is_found_by_keyword(alice, corpus):
+    chinese = make_memory(
+        alice, content="缓存键在每次部署时都会变化，请勿硬编码。", related_files=["cache.py"]
+    )
+    japanese = make_memory(
+        alice, content="キャッシュキーはデプロイごとに変わります。", related_files=["cache.py"]
+    )
+    for query, memory in (("缓存键", chinese), ("部署", chinese), ("デプロイ", japanese)):
+        result = search(principal=alice.principal, project=alice.project, query=query, limit=3)
+        assert result.rankings["keyword"][0] == str(memory.id), query
+
+
+def test_reindexing_keywords_rebuilds_the_index_and_the_document_frequencies(alice):
+    memory = make_memory(alice, content="缓存键在每次部署时都会变化。", tags=["缓存"])
+    other = make_memory(alice, content="Cache keys change per deploy.")
+    project_id = str(alice.project.id)
+
+    def frequencies() -> dict[str, int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT term, df FROM memories_termstat WHERE project_id = %s AND df <> 0", [project_id]
+            )
+            return dict(cursor.fetchall())
+
+    def index_as_before() -> None:  # its CJK run one word, without the pairs
+        services._adjust_term_stats([memory.id], -1)
+        Memory.objects.filter(pk=memory.pk).update(
+            search_vector=RawSQL("to_tsvector('english', content)", [])
+        )
+        services._adjust_term_stats([memory.id], +1)
+
+    kept = frequencies()
+    index_as_before()
+    assert "部署" not in frequencies()
+    assert not search(principal=alice.principal, project=alice.project, query="部署").rankings.get("keyword")
+
+    version = Memory.objects.get(pk=memory.pk).version
+    assert services.memories_reindex_keywords([memory.id, other.id]) == 2
+    assert frequencies() == kept
+    # the data migration does the same for every memory with CJK text (it finds them by pattern)
+    index_as_before()
+    migration = importlib.import_module("apps.memories.migrations.0009_cjk_keyword_grams")
+    migration.reindex(None, SimpleNamespace(connection=connection))
+    assert frequencies() == kept
+    result = search(principal=alice.principal, project=alice.project, query="部署")
+    assert result.rankings["keyword"] == [str(memory.id)]
+    assert Memory.objects.get(pk=memory.pk).version == version  # not a change of the memory
 
 
 def test_context_lists_each_memory_with_the_citation_its_text_carries(alice, api_client):

@@ -186,6 +186,21 @@ def test_a_replica_indexed_before_code_aware_search_is_reindexed_on_open(alice, 
     assert Replica(path, project_id=str(alice.project.id)).search_text("verify_jwt") == [str(memory.id)]
 
 
+def test_offline_search_finds_a_word_inside_a_chinese_sentence(alice, device, tmp_path):
+    replica, client = device
+    memory = make_memory(alice, content="缓存键在每次部署时都会变化，请勿硬编码。", type="gotcha")
+    make_memory(alice, content="部门的预算每年审核。", type="decision")  # shares only 部
+    replica.sync(client)
+    assert replica.search_text("部署") == [str(memory.id)]
+    # a replica indexed by the previous client (a CJK run one word) is indexed again on open
+    path = str(tmp_path / "memory.db")
+    old = libsql.connect(path)
+    old.execute("UPDATE meta SET value = 'codetokens-1' WHERE key = 'fts_terms'")
+    old.execute("UPDATE memories_fts SET content = ? WHERE id = ?", (memory.content, str(memory.id)))
+    old.commit()
+    assert Replica(path, project_id=str(alice.project.id)).search_text("部署") == [str(memory.id)]
+
+
 def test_the_client_imports_no_django():
     """A device runs the client without the service's settings: what it shares with the server
     (codetokens) must stay pure."""
