@@ -26,11 +26,28 @@ MAX_LINE = 2**31 - 1  # (an integer column)
 MAX_BATCH = 500
 
 
-def clean_paths(paths: list[str]) -> list[str]:
-    """Repository-relative paths, stripped of `./`, without duplicates, order kept."""
+def clean_root(root: str) -> str:
+    """A repository's root on an agent's machine as paths under it are matched: forward
+    slashes, no trailing one ("" for none, or for `/` alone, which would match every path)."""
+    return root.strip().replace("\\", "/").rstrip("/")
+
+
+def from_root(path: str, root: str) -> str:
+    """`path` relative to `root` (a `clean_root`) when it lies under it, else as it is: agents
+    send the absolute paths their tools use (`/home/me/shop/orders/models.py`)."""
+    if root and isinstance(path, str):
+        slashed = path.strip().replace("\\", "/")
+        if slashed.startswith(root + "/"):
+            return slashed[len(root) + 1 :]
+    return path
+
+
+def clean_paths(paths: list[str], root: str = "") -> list[str]:
+    """Repository-relative paths, stripped of `./` (and of `root`, a `clean_root`, where they lie
+    under it), without duplicates, order kept."""
     seen: dict[str, None] = {}
     for raw in paths:
-        path = raw.strip().replace("\\", "/")
+        path = from_root(raw, root).strip().replace("\\", "/")
         while path.startswith("./"):
             path = path[2:]
         if path.strip("/"):  # (`/` alone names no file)

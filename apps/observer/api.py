@@ -11,6 +11,7 @@ from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
+from apps.memories.drafts import clean_paths
 from apps.observer import selectors, services
 from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm
@@ -131,6 +132,12 @@ class SessionIn(InputSchema):
     work_unit: WorkUnitIn | None = None
     task: str = Field("", max_length=4000)
     client: str = Field("", max_length=100)
+    root: str = Field(
+        "",
+        max_length=500,
+        description="The repository's root on the agent's machine (its working directory, say): the "
+        "absolute paths its tools send are taken relative to it.",
+    )
     files: list[str] = Field(
         default_factory=list, max_length=100, description="Files in play, for the start plan."
     )
@@ -146,6 +153,7 @@ class SessionOut(OutputSchema):
     work_unit: dict[str, Any]
     task: str
     client: str
+    root: str
     ab_group: str
     status: str
     outcome: str
@@ -238,7 +246,9 @@ def sessions_open(request, project_id: UUID, payload: SessionIn):
     start = (
         {"modules": [], "prefetch": [], "work_state": None, "recipes": []}
         if session.ab_group == "control"
-        else selectors.start_context(session=session, principal=request.auth, files=payload.files)
+        else selectors.start_context(
+            session=session, principal=request.auth, files=clean_paths(payload.files, session.root)
+        )
     )
     services.start_injection_record(session=session, start_context=start)
     session.start_context = start
@@ -336,7 +346,7 @@ def sessions_step_injection(request, session_id: UUID, payload: StepIn):
             session=session,
             principal=request.auth,
             step=payload.step,
-            files=payload.files,
+            files=clean_paths(payload.files, session.root),
             searches=payload.searches,
         )
 

@@ -69,6 +69,9 @@ class Session(models.Model):
     parallel_group = models.CharField(max_length=300, blank=True)
     task = models.TextField(blank=True)
     client = models.CharField(max_length=100, blank=True)
+    # The repository's root on the agent's machine: the absolute paths its tools send are stored
+    # relative to it (drafts.from_root).
+    root = models.CharField(max_length=500, blank=True)
     ab_group = models.CharField(max_length=10, default="memory")
     status = models.CharField(max_length=12, choices=SessionStatus.choices, default=SessionStatus.OPEN)
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)

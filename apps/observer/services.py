@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from apps.memories import secrets_scan
 from apps.memories import services as memory_services
+from apps.memories.drafts import clean_root, from_root
 from apps.observer import promotion
 from apps.observer import text as T
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
@@ -150,6 +151,7 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
         parallel_group=parallel,
         task=(data.get("task") or "")[:4000],
         client=(data.get("client") or "")[:100],
+        root=clean_root(data.get("root") or "")[:500],
     )
     session.ab_group = ab_group(session.id)
     session.scratchpad = Scratchpad(session.session_type).to_dict()
@@ -198,7 +200,28 @@ def _clean(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 _LOCK_FIELDS = ("id", "organization_id", "project_id", "status", "session_type", "event_count", "last_step",
-                "edited_files", "checkpoint_events", "checkpoint_batch", "scratchpad_version")  # fmt: skip
+                "edited_files", "checkpoint_events", "checkpoint_batch", "scratchpad_version", "root")  # fmt: skip
+# Where an event names files: a tool call's path arguments (scratchpad._path_arg), a commit's
+# files and a note's related files.
+_PATH_ARGS = ("file_path", "path", "notebook_path", "file")
+
+
+def _from_root(event: dict[str, Any], root: str) -> dict[str, Any]:
+    """The event with the paths it names under the session's root made relative to it."""
+    if not root:
+        return event
+    out = dict(event)
+    args = out.get("args")
+    if isinstance(args, dict) and any(isinstance(args.get(k), str) for k in _PATH_ARGS):
+        out["args"] = {k: from_root(v, root) if k in _PATH_ARGS else v for k, v in args.items()}
+    if isinstance(out.get("files"), list):
+        out["files"] = [from_root(f, root) for f in out["files"]]
+    memory = out.get("memory")
+    if isinstance(memory, dict) and isinstance(memory.get("related_files"), list):
+        out["memory"] = {**memory, "related_files": [from_root(f, root) for f in memory["related_files"]]}
+    return out
+
+
 _APPEND = f"""
     WITH batch AS (
         INSERT INTO {EventBatch._meta.db_table} (session_id, first_seq, last_seq, count, events, received_at)
@@ -242,7 +265,7 @@ def events_ingest(
             raise session_closed()
         pad = load_scratchpad(locked)
         try:
-            fresh = _clean([event for event in events if pad.accept(event["seq"])])
+            fresh = _clean([_from_root(event, locked.root) for event in events if pad.accept(event["seq"])])
             for event in fresh:
                 pad.observe(event)
             if fresh:

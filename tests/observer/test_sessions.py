@@ -162,6 +162,66 @@ def test_a_refused_batch_for_a_session_the_caller_may_not_write_to_is_a_404_or_4
     assert own == [422, 422, 413]
 
 
+def test_paths_under_the_sessions_root_are_taken_relative_to_it(agent, alice):
+    """Agents' tools name files by absolute path; the graph, memories and co-access all use
+    repository-relative ones, so a session's paths never met them."""
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.services import memory_create
+
+    memory_create(
+        project=alice.project,
+        actor=alice.principal,
+        draft=MemoryDraft(
+            type="gotcha",
+            content="Order totals round half-even.",
+            related_files=["orders/models.py"],
+            confidence=0.9,
+        ),
+    )
+    root = "/home/ada/src/shop"
+    session = agent.open(root=root + "/", files=[f"{root}/orders/models.py"])
+    assert session["root"] == root
+    assert session["start_context"]["modules"] == ["orders"]
+    trace = (
+        Trace()
+        .read(f"{root}/orders/models.py")
+        .edit(f"{root}/orders/views.py")
+        .read("/etc/hosts")
+        .note("gotcha", "Views recompute totals per request.", [f"{root}/orders/views.py"])
+        .commit("abc123", [f"{root}/orders/views.py", "orders/urls.py"])
+    )
+    agent.send(session["id"], trace.events)
+    stored = Session.objects.get(id=session["id"])
+    assert stored.edited_files == ["orders/views.py"]
+    assert set(services.load_scratchpad(stored).files) == {
+        "orders/models.py",
+        "orders/views.py",
+        "/etc/hosts",
+    }
+    logged = EventBatch.objects.get(session=stored).events
+    named = [
+        *(e["args"]["file_path"] for e in logged if "file_path" in e.get("args", {})),
+        *(f for e in logged for f in e.get("files", ())),
+        *(f for e in logged for f in e.get("memory", {}).get("related_files", ())),
+    ]
+    assert named == [
+        "orders/models.py",
+        "orders/views.py",
+        "/etc/hosts",
+        "orders/views.py",
+        "orders/urls.py",
+        "orders/views.py",
+    ]  # (a path outside the root is kept as sent)
+    injected = agent.client.post(
+        f"sessions/{session['id']}/step-injection", {"step": 6, "files": [f"{root}/orders/models.py"]}
+    ).json()
+    assert injected["injection"] and "half-even" in injected["injection"]["content"]
+    context = agent.client.post(
+        f"projects/{alice.project.id}/context", {"session_id": session["id"], "files": ["orders/views.py"]}
+    ).json()
+    assert "- (session note) Views recompute totals per request." in context["text"]
+
+
 def test_a_completed_session_takes_no_more_events_and_completing_twice_changes_nothing(agent):
     session = agent.open()
     done = agent.complete(session["id"])
