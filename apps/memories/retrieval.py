@@ -36,6 +36,17 @@ def session_notes(*, session_id: str | None, project: Project) -> list[dict[str,
     return [n for n in notes if isinstance(n, dict) and n.get("content")]
 
 
+def session_root(*, session_id: str | None, project: Project) -> str:
+    """The repository root the session named when it opened, "" for none (or no observer)."""
+    if not session_id:
+        return ""
+    try:
+        from apps.observer.selectors import session_root as observer_session_root
+    except (ModuleNotFoundError, ImportError, AttributeError):
+        return ""
+    return observer_session_root(session_id=session_id, project=project)
+
+
 def record_injection(*, session_id: str | None, project: Project, memory_ids: list[Any]) -> list[str] | None:
     """Tell the observer that /context served `memory_ids` to a running session, so the
     session's review lists them as applied. Returns the ids the session had not been given

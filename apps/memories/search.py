@@ -870,6 +870,7 @@ def build_context(
         injection_min_confidence,
         record_injection,
         session_notes,
+        session_root,
     )
     from apps.memories.services import memories_record_access
 
@@ -880,7 +881,7 @@ def build_context(
             "phase": phase_name, "text": "", "token_count": 0, "token_budget": budget, "memories": [],
             "session_notes": 0, "timings_ms": {}, "control_group": True,
         }  # fmt: skip
-    files = clean_paths(files)
+    files = clean_paths(files, session_root(session_id=session_id, project=project))
     query = task.strip() or " ".join(files)
     result = search(
         principal=principal,

@@ -86,6 +86,15 @@ def session_notes(*, session_id: str, project: Project) -> list[dict[str, Any]]:
     return list(load_scratchpad(session).notes)
 
 
+def session_root(*, session_id: str, project: Project) -> str:
+    """The repository root a session of `project` named when it opened ("" for none, or for no
+    such session): /context takes the files it is given relative to it, as the session's own."""
+    as_id = _as_uuid(session_id)
+    if not as_id:
+        return ""
+    return Session.objects.for_project(project).filter(id=as_id).values_list("root", flat=True).first() or ""
+
+
 # ---------------------------------------------------------------- session start
 
 

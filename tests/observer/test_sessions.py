@@ -222,6 +222,29 @@ def test_paths_under_the_sessions_root_are_taken_relative_to_it(agent, alice):
     assert "- (session note) Views recompute totals per request." in context["text"]
 
 
+def test_context_takes_the_files_relative_to_the_sessions_root(agent, alice):
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.services import memory_create
+
+    def remember(**fields):
+        return memory_create(project=alice.project, actor=alice.principal, draft=MemoryDraft(**fields))
+
+    own = remember(type="gotcha", source="agent_explicit", confidence=0.8,
+                   content="Order totals round half-even.", related_files=["orders/models.py"])  # fmt: skip
+    other = remember(type="gotcha", source="user_taught", confidence=0.95,
+                     content="Invoice totals round half-up.", related_files=["billing/tax.py"])  # fmt: skip
+    root = "/home/ada/src/shop"
+    session = agent.open(root=root)
+    body = {"phase": "implement", "task": "how totals are rounded", "files": [f"{root}/orders/models.py"]}
+    url = f"projects/{alice.project.id}/context"
+    first = [
+        m["id"] for m in agent.client.post(url, {**body, "session_id": session["id"]}).json()["memories"]
+    ]
+    assert first[0] == str(own.id)  # the file in play, once it is the repository's path
+    without = [m["id"] for m in agent.client.post(url, body).json()["memories"]]
+    assert without[0] == str(other.id)  # (no session, no root: the absolute path names no file)
+
+
 def test_a_completed_session_takes_no_more_events_and_completing_twice_changes_nothing(agent):
     session = agent.open()
     done = agent.complete(session["id"])
