@@ -122,6 +122,7 @@ def tsvector_literal(weighted: Iterable[tuple[str, str]], *, max_lexeme: int = 2
     return " ".join(f"{_quote_lexeme(lex)}:{','.join(pos)}" for lex, pos in positions.items())
 
 
-def tsquery_any(lexemes: Iterable[str]) -> str:
-    """An OR tsquery over verbatim lexemes (no parsing or stemming applied again)."""
-    return " | ".join(_quote_lexeme(lex) for lex in dict.fromkeys(lexemes) if lex)
+def tsquery_any(lexemes: Iterable[str], *, joint: str = " | ") -> str:
+    """An OR tsquery over verbatim lexemes (no parsing or stemming applied again); AND with
+    `joint=" & "`."""
+    return joint.join(_quote_lexeme(lex) for lex in dict.fromkeys(lexemes) if lex)

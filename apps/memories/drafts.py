@@ -7,6 +7,7 @@ confidence in [0, 1], the payload matches its type's schema, lists are bounded.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from uuid import UUID
 
@@ -26,6 +27,9 @@ MAX_LINE = 2**31 - 1  # (an integer column)
 MAX_BATCH = 500
 
 
+_WINDOWS_ROOT = re.compile(r"^(?:[A-Za-z]:|//)")
+
+
 def clean_root(root: str) -> str:
     """A repository's root on an agent's machine as paths under it are matched: forward
     slashes, no trailing one ("" for none, or for `/` alone, which would match every path)."""
@@ -37,8 +41,11 @@ def from_root(path: str, root: str) -> str:
     send the absolute paths their tools use (`/home/me/shop/orders/models.py`)."""
     if root and isinstance(path, str):
         slashed = path.strip().replace("\\", "/")
-        if slashed.startswith(root + "/"):
-            return slashed[len(root) + 1 :]
+        prefix = root + "/"
+        # Windows paths (a drive letter, or //server/share) name the same file in any case.
+        fold = _WINDOWS_ROOT.match(root) is not None
+        if (slashed.casefold() if fold else slashed).startswith(prefix.casefold() if fold else prefix):
+            return slashed[len(prefix) :]
     return path
 
 

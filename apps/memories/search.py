@@ -66,6 +66,7 @@ from apps.memories.selectors import memories_visible, relations_seen_by
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
+from memorysaas.errors import Invalid
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -882,6 +883,8 @@ def build_context(
             "session_notes": 0, "timings_ms": {}, "control_group": True,
         }  # fmt: skip
     files = clean_paths(files, session_root(session_id=session_id, project=project))
+    if not task.strip() and not files:  # (the files were the session's root alone)
+        raise Invalid("Send a task, files, or both.", details={"field": "files"})
     query = task.strip() or " ".join(files)
     result = search(
         principal=principal,

@@ -208,7 +208,9 @@ def memories_reindex_keywords(memory_ids: Iterable[UUID | str]) -> int:
     if not ids:
         return 0
     with transaction.atomic():
-        memories = list(Memory.objects.select_for_update().filter(id__in=ids).only(*_INDEXED_FIELDS))
+        memories = list(
+            Memory.objects.select_for_update().filter(id__in=ids).order_by("id").only(*_INDEXED_FIELDS)
+        )
         found = [m.id for m in memories]
         _adjust_term_stats(found, -1)
         for memory in memories:

@@ -355,6 +355,18 @@ def test_numbers_and_booleans_keep_their_json_types(alice, api_client, field, va
     assert not Memory.objects.exists()
 
 
+def test_the_list_text_filter_wants_every_character_pair_of_a_cjk_word(alice, api_client):
+    # one shared pair (部署) is not a match for 部署时: any one pair matches most such text
+    make_memory(alice, content="缓存键在每次部署时都会变化。")
+    make_memory(alice, content="部署脚本在这里。")
+    url = f"projects/{alice.project.id}/memories"
+    client = api_client(alice.key)
+    assert [m["content"] for m in _get(client, url, {"text": "部署时"}).json()["items"]] == [
+        "缓存键在每次部署时都会变化。"
+    ]
+    assert len(_get(client, url, {"text": "部署"}).json()["items"]) == 2
+
+
 def test_query_parameters_still_convert_from_text(alice, api_client):
     from tests.memories.factories import make_memory
 

@@ -351,6 +351,21 @@ def test_cjk_runs_are_indexed_by_their_character_pairs():
     assert codetokens.analyze("Crème brûlée, naïve").whole == []  # accented Latin is not CJK
 
 
+def test_paths_under_an_agents_repository_root_are_made_relative():
+    from apps.memories.drafts import clean_paths, clean_root
+
+    assert clean_root("/") == "" and clean_root(" /home/ada/src/shop/ ") == "/home/ada/src/shop"
+    shop = clean_root("/home/ada/src/shop")
+    paths = ["/home/ada/src/shop/x.py", "/home/ada/src/shop2/y.py", "/home/ADA/src/shop/z.py", "./w.py"]
+    assert clean_paths(paths, shop) == ["x.py", "/home/ada/src/shop2/y.py", "/home/ADA/src/shop/z.py", "w.py"]
+    windows = clean_root("C:\\Users\\Ada\\shop\\")
+    assert windows == "C:/Users/Ada/shop"  # a Windows path names the same file in any case
+    assert clean_paths(["c:\\users\\ada\\shop\\a.py", "C:/Users/Ada/shop2/b.py"], windows) == [
+        "a.py",
+        "C:/Users/Ada/shop2/b.py",
+    ]
+
+
 def test_tsvector_literal_quotes_and_repeats_positions():
     literal = codetokens.tsvector_literal([("it's", "A"), ("x", "B"), ("x", "C"), ("y" * 201, "A")])
     assert literal == "'it''s':1A 'x':2B,3C"

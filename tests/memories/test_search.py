@@ -451,6 +451,7 @@ def test_a_word_inside_a_chinese_or_japanese_sentence_is_found_by_keyword(alice,
 def test_reindexing_keywords_rebuilds_the_index_and_the_document_frequencies(alice):
     memory = make_memory(alice, content="缓存键在每次部署时都会变化。", tags=["缓存"])
     other = make_memory(alice, content="Cache keys change per deploy.")
+    in_path = make_memory(alice, content="The design notes live here.", related_files=["docs/设计说明.md"])
     project_id = str(alice.project.id)
 
     def frequencies() -> dict[str, int]:
@@ -460,15 +461,18 @@ def test_reindexing_keywords_rebuilds_the_index_and_the_document_frequencies(ali
             )
             return dict(cursor.fetchall())
 
-    def index_as_before() -> None:  # its CJK run one word, without the pairs
-        services._adjust_term_stats([memory.id], -1)
-        Memory.objects.filter(pk=memory.pk).update(
-            search_vector=RawSQL("to_tsvector('english', content)", [])
+    def index_as_before(*memories) -> None:  # a CJK run one word, without the pairs
+        ids = [m.id for m in memories]
+        services._adjust_term_stats(ids, -1)
+        Memory.objects.filter(id__in=ids).update(
+            search_vector=RawSQL(
+                "to_tsvector('english', content || ' ' || array_to_string(related_files, ' '))", []
+            )
         )
-        services._adjust_term_stats([memory.id], +1)
+        services._adjust_term_stats(ids, +1)
 
     kept = frequencies()
-    index_as_before()
+    index_as_before(memory)
     assert "部署" not in frequencies()
     assert not search(principal=alice.principal, project=alice.project, query="部署").rankings.get("keyword")
 
@@ -476,7 +480,8 @@ def test_reindexing_keywords_rebuilds_the_index_and_the_document_frequencies(ali
     assert services.memories_reindex_keywords([memory.id, other.id]) == 2
     assert frequencies() == kept
     # the data migration does the same for every memory with CJK text (it finds them by pattern)
-    index_as_before()
+    index_as_before(memory, in_path)
+    assert "设计" not in frequencies()
     migration = importlib.import_module("apps.memories.migrations.0009_cjk_keyword_grams")
     migration.reindex(None, SimpleNamespace(connection=connection))
     assert frequencies() == kept

@@ -243,6 +243,9 @@ def test_context_takes_the_files_relative_to_the_sessions_root(agent, alice):
     assert first[0] == str(own.id)  # the file in play, once it is the repository's path
     without = [m["id"] for m in agent.client.post(url, body).json()["memories"]]
     assert without[0] == str(other.id)  # (no session, no root: the absolute path names no file)
+    only_root = {"files": [f"{root}/"], "session_id": session["id"]}  # no file once the root is gone
+    refused = agent.client.post(url, only_root)
+    assert refused.status_code == 422 and refused.json()["error"]["details"] == {"field": "files"}
 
 
 def test_a_completed_session_takes_no_more_events_and_completing_twice_changes_nothing(agent):

@@ -15,7 +15,8 @@ def reindex(apps, schema_editor):
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(
             "SELECT id FROM memories_memory WHERE concat_ws(' ', content, citation_text,"
-            " array_to_string(tags, ' '), payload::text) ~ %s",
+            " array_to_string(tags, ' '), array_to_string(related_files, ' '),"
+            " array_to_string(related_modules, ' '), payload::text) ~ %s ORDER BY id",
             [_CJK],
         )
         ids = [row[0] for row in cursor.fetchall()]
@@ -24,6 +25,10 @@ def reindex(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+    # Each batch commits on its own (memories_reindex_keywords is atomic): one transaction
+    # over every batch would hold the rows and their projects' term counts to the end.
+    # Running it again after a failure is safe.
+    atomic = False
     dependencies = [("memories", "0008_usage_last_counted_at")]
 
     operations = [migrations.RunPython(reindex, migrations.RunPython.noop)]
