@@ -23,10 +23,11 @@ _RAW = re.compile(r"[A-Za-z0-9_]+(?:(?:::|[./:\-])[A-Za-z0-9_]+)*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _SPLIT = re.compile(r"[./:\-_]+")
 # Han (with extension A, compatibility forms and the supplementary planes' extensions), kana and
-# hangul syllables.
-_CJK_RUN = re.compile(
-    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]+"
+# hangul syllables: a character class both Python's and PostgreSQL's regular expressions read.
+CJK_CLASS = (
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]"
 )
+_CJK_RUN = re.compile(CJK_CLASS + "+")
 
 
 def cjk_grams(text: str) -> list[str]:

@@ -27,6 +27,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from apps.memories import secrets_scan, selectors
+from apps.memories.codetokens import CJK_CLASS
 from apps.memories.contextual import memory_embedding_text
 from apps.memories.drafts import (
     MAX_CONTENT_CHARS,
@@ -198,6 +199,24 @@ _INDEXED_FIELDS = (
     "related_modules",
     "payload",
 )
+
+
+def keyword_reindex_ids(*, project_id: UUID | str | None = None, cjk_only: bool = True) -> list[str]:
+    """The memories (of one project, or all) whose keyword index a change in what it holds would
+    alter, in id order: those with CJK text in any indexed field, or every one."""
+    where, params = ["TRUE"], []
+    if project_id:
+        where.append("project_id = %s")
+        params.append(str(project_id))
+    if cjk_only:
+        where.append(
+            "concat_ws(' ', content, citation_text, array_to_string(tags, ' '),"
+            " array_to_string(related_files, ' '), array_to_string(related_modules, ' '), payload::text) ~ %s"
+        )
+        params.append(CJK_CLASS)  # (the characters codetokens indexes by pairs)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM memories_memory WHERE {' AND '.join(where)} ORDER BY id", params)
+        return [str(row[0]) for row in cursor.fetchall()]
 
 
 def memories_reindex_keywords(memory_ids: Iterable[UUID | str]) -> int:

@@ -1,25 +1,14 @@
 """The keyword index now holds the character pairs of Chinese, Japanese and Korean runs
 (codetokens.cjk_grams): memories stored before hold a whole run as one word, so they are indexed
-again. Only memories with such text are touched."""
+again. Only memories with such text are touched (`manage.py reindex_keywords` does the same)."""
 
 from django.db import migrations
 
-# Han (extension A, unified, compatibility), kana and hangul syllables, as codetokens reads them
-# (the supplementary planes' Han too).
-_CJK = "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]"
-
 
 def reindex(apps, schema_editor):
-    from apps.memories.services import memories_reindex_keywords
+    from apps.memories.services import keyword_reindex_ids, memories_reindex_keywords
 
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM memories_memory WHERE concat_ws(' ', content, citation_text,"
-            " array_to_string(tags, ' '), array_to_string(related_files, ' '),"
-            " array_to_string(related_modules, ' '), payload::text) ~ %s ORDER BY id",
-            [_CJK],
-        )
-        ids = [row[0] for row in cursor.fetchall()]
+    ids = keyword_reindex_ids()
     for start in range(0, len(ids), 500):
         memories_reindex_keywords(ids[start : start + 500])
 
