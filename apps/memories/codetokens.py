@@ -72,6 +72,7 @@ class Terms:
 
     whole: list[str] = field(default_factory=list)  # verbatim lexemes, in order of appearance
     words: str = ""  # prose with identifiers replaced by their parts, for the english parser
+    grams: list[str] = field(default_factory=list)  # the CJK pairs among `whole` (cjk_grams)
 
 
 def analyze(text: str) -> Terms:
@@ -94,8 +95,8 @@ def analyze(text: str) -> Terms:
         whole.extend(seg for seg in _segments(token) if seg != lowered)
         words.append(" ".join(parts))
     words.append(text[cursor:])
-    whole.extend(cjk_grams(text))
-    return Terms(whole=whole, words=" ".join(w for w in words if w.strip()))
+    grams = cjk_grams(text)
+    return Terms(whole=[*whole, *grams], words=" ".join(w for w in words if w.strip()), grams=grams)
 
 
 def analyze_fields(fields: Iterable[str]) -> Terms:

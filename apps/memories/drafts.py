@@ -43,8 +43,8 @@ def from_root(path: str, root: str) -> str:
         slashed = path.strip().replace("\\", "/")
         prefix = root + "/"
         # Windows paths (a drive letter, or //server/share) name the same file in any case.
-        fold = _WINDOWS_ROOT.match(root) is not None
-        if (slashed.casefold() if fold else slashed).startswith(prefix.casefold() if fold else prefix):
+        key = str.casefold if _WINDOWS_ROOT.match(root) else str
+        if key(slashed).startswith(key(prefix)):
             return slashed[len(prefix) :]
     return path
 

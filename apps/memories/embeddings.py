@@ -144,13 +144,13 @@ class HashingEmbeddings:
         self.model_id = f"hashing-v1-{dimensions}"
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        from apps.memories.codetokens import analyze, cjk_grams
+        from apps.memories.codetokens import analyze
 
         matrix = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for row, text in enumerate(texts):
             terms = analyze(text)
             # (the keyword index's CJK pairs are left out: this model's vectors stay as they were)
-            grams = set(cjk_grams(text))
+            grams = set(terms.grams)
             whole = [w for w in terms.whole if w not in grams]
             words = [w.lower() for w in terms.words.split() if len(w) > 1] + whole
             features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]

@@ -53,11 +53,12 @@ def index_memory(
 class QueryTerms:
     whole: list[str]
     words: str
+    grams: list[str]  # the CJK pairs among `whole`
 
 
 def query_terms(query: str) -> QueryTerms:
     terms = analyze(query)
-    return QueryTerms(whole=list(dict.fromkeys(terms.whole)), words=terms.words)
+    return QueryTerms(whole=list(dict.fromkeys(terms.whole)), words=terms.words, grams=terms.grams)
 
 
 def idf(df: int, n_docs: int) -> float:

@@ -189,7 +189,7 @@ def memories_list(
     limit: int = 50,
 ) -> tuple[list[Memory], str | None]:
     """One page of the memories that apply in `project`, newest first, and the next cursor."""
-    from apps.memories.codetokens import cjk_grams, tsquery_any
+    from apps.memories.codetokens import tsquery_any
     from apps.memories.keyword import query_terms
     from apps.memories.kinds import normalize_type
 
@@ -219,9 +219,8 @@ def memories_list(
         params: list[str] = [terms.words]
         # Any identifier matches; a CJK run's character pairs must all be there (any one pair
         # would match most text in that language).
-        grams = cjk_grams(text)
-        identifiers = [w for w in terms.whole if w not in grams]
-        for extra in (tsquery_any(identifiers), tsquery_any(grams, joint=" & ")):
+        identifiers = [w for w in terms.whole if w not in terms.grams]
+        for extra in (tsquery_any(identifiers), tsquery_any(terms.grams, joint=" & ")):
             if extra:
                 tsquery = f"({tsquery} || %s::tsquery)"
                 params.append(extra)

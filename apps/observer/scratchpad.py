@@ -41,8 +41,12 @@ _IMPORT_LINE = re.compile(
 )
 
 
+# The arguments in which a tool call names a file.
+PATH_ARGS = ("file_path", "path", "notebook_path", "file")
+
+
 def _path_arg(args: dict[str, Any]) -> str:
-    for key in ("file_path", "path", "notebook_path", "file"):
+    for key in PATH_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value:
             path = T.printable_path(value).replace("\\", "/")

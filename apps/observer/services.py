@@ -32,7 +32,7 @@ from apps.observer import text as T
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
-from apps.observer.scratchpad import Scratchpad
+from apps.observer.scratchpad import PATH_ARGS, Scratchpad
 from apps.observer.selectors import _as_uuid, sessions_visible
 from apps.observer.signals import derive, parallel_conflicts
 from apps.tenants.models import Project
@@ -201,19 +201,17 @@ def _clean(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 _LOCK_FIELDS = ("id", "organization_id", "project_id", "status", "session_type", "event_count", "last_step",
                 "edited_files", "checkpoint_events", "checkpoint_batch", "scratchpad_version", "root")  # fmt: skip
-# Where an event names files: a tool call's path arguments (scratchpad._path_arg), a commit's
-# files and a note's related files.
-_PATH_ARGS = ("file_path", "path", "notebook_path", "file")
 
 
 def _from_root(event: dict[str, Any], root: str) -> dict[str, Any]:
-    """The event with the paths it names under the session's root made relative to it."""
+    """The event with the paths it names (a tool call's path arguments, a commit's files, a
+    note's related files) under the session's root made relative to it."""
     if not root:
         return event
     out = dict(event)
     args = out.get("args")
-    if isinstance(args, dict) and any(isinstance(args.get(k), str) for k in _PATH_ARGS):
-        out["args"] = {k: from_root(v, root) if k in _PATH_ARGS else v for k, v in args.items()}
+    if isinstance(args, dict) and any(isinstance(args.get(k), str) for k in PATH_ARGS):
+        out["args"] = {k: from_root(v, root) if k in PATH_ARGS else v for k, v in args.items()}
     if isinstance(out.get("files"), list):
         out["files"] = [from_root(f, root) for f in out["files"]]
     memory = out.get("memory")
