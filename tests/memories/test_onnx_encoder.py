@@ -1,0 +1,138 @@
+"""The local model on ONNX Runtime: the same vectors and token embeddings as on torch, a graph
+traced once and kept, and torch kept whenever no graph agrees with it."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+from django.core.management import CommandError, call_command
+
+from apps.memories import embeddings, onnx_encoder
+from apps.memories.embeddings import LocalMiniLM
+
+TEXTS = [
+    "Deploys rotate the cache key prefix; warm the cache before switching traffic.",
+    "x",  # pads to the longest text of its batch
+    "",
+    "  QuerySet.iterator(chunk_size=2000) streams through a server-side cursor  ",
+    "缓存键在每次部署时都会改变 🚀",
+    "select_for_update() " * 200,  # past the model's 256 word pieces: cut as on torch
+]
+
+
+def _model():
+    return embeddings._sentence_transformer()
+
+
+def _hidden(model, texts):
+    features = model.preprocess(texts)
+    with torch.inference_mode():
+        return (
+            model[0]
+            .auto_model(input_ids=features["input_ids"], attention_mask=features["attention_mask"])
+            .last_hidden_state.numpy()
+        )
+
+
+@pytest.fixture
+def onnx_dir(settings, tmp_path):
+    settings.EMBEDDING_ONNX_DIR = str(tmp_path)
+    settings.EMBEDDING_LOCAL_RUNTIME = "onnx"
+    return tmp_path
+
+
+def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(settings, onnx_dir):
+    provider = LocalMiniLM()
+    on_onnx = (
+        provider.embed(TEXTS),
+        provider.embed_with_tokens(TEXTS),
+        provider.embed_with_tokens(TEXTS, query=True),
+    )
+    encoder = embeddings._onnx_encoder("onnx", str(onnx_dir), settings.EMBEDDING_TORCH_THREADS)
+    assert isinstance(encoder, onnx_encoder.OnnxEncoder)  # the comparison is not torch with itself
+    assert list(onnx_dir.glob("minilm-*.onnx")) == [encoder.path]
+
+    settings.EMBEDDING_LOCAL_RUNTIME = "torch"
+    on_torch = (
+        provider.embed(TEXTS),
+        provider.embed_with_tokens(TEXTS),
+        provider.embed_with_tokens(TEXTS, query=True),
+    )
+
+    assert on_onnx[0].shape == (len(TEXTS), 384)
+    assert np.abs(on_onnx[0] - on_torch[0]).max() < 1e-5
+    assert np.allclose(np.linalg.norm(on_onnx[0], axis=1), 1.0, atol=1e-5)
+    for (vectors, tokens), (torch_vectors, torch_tokens) in zip(on_onnx[1:], on_torch[1:], strict=True):
+        assert np.abs(vectors - torch_vectors).max() < 1e-5
+        assert [t.shape for t in tokens] == [t.shape for t in torch_tokens]
+        assert (
+            max(float(np.abs(a - b).max()) for a, b in zip(tokens, torch_tokens, strict=True) if a.size)
+            < 1e-5
+        )
+    assert on_onnx[1][1][-1].shape == (254, 384)  # 256 pieces less [CLS] and [SEP]
+
+
+def test_tracing_leaves_the_process_model_answering_as_before(tmp_path):
+    model = _model()
+    before = _hidden(model, onnx_encoder.PROBE)
+    onnx_encoder.export(model, tmp_path / "graph.onnx")
+    assert np.array_equal(_hidden(model, onnx_encoder.PROBE), before)
+    assert [p.name for p in tmp_path.iterdir()] == ["graph.onnx"]  # no part file left behind
+
+
+def test_a_kept_graph_is_loaded_and_a_damaged_one_traced_again(tmp_path, monkeypatch):
+    model, model_dir = _model(), embeddings._model_dir()
+    first = onnx_encoder.load(model, model_dir, tmp_path, 1)
+    assert first is not None
+    traced, trace = [], onnx_encoder.export
+    monkeypatch.setattr(onnx_encoder, "export", lambda model, path: traced.append(path) or trace(model, path))
+    assert onnx_encoder.load(model, model_dir, tmp_path, 1) is not None
+    assert traced == []  # the kept graph, not a new trace
+
+    first.path.write_bytes(b"not an onnx graph")
+    again = onnx_encoder.load(model, model_dir, tmp_path, 1)
+    assert again is not None and len(traced) == 1
+    assert again.path.stat().st_size > 10_000_000
+    assert onnx_encoder.agrees(again, model)
+
+
+def test_torch_is_kept_when_no_graph_agrees_with_it(settings, onnx_dir, monkeypatch, caplog):
+    monkeypatch.setattr(onnx_encoder, "agrees", lambda encoder, model: False)
+    with caplog.at_level(logging.WARNING, logger="apps.memories.onnx_encoder"):
+        encoder = embeddings._onnx_encoder("onnx", str(onnx_dir), 1)
+    assert encoder is None
+    assert "disagrees with torch" in caplog.text and "runs on torch" in caplog.text
+
+    settings.EMBEDDING_TORCH_THREADS = 1
+    vectors = LocalMiniLM().embed(TEXTS[:2])  # on torch, through the cached None
+    settings.EMBEDDING_LOCAL_RUNTIME = "torch"
+    assert np.abs(vectors - LocalMiniLM().embed(TEXTS[:2])).max() < 1e-6
+
+
+def test_an_unknown_runtime_is_a_configuration_error():
+    with pytest.raises(ValueError, match="EMBEDDING_LOCAL_RUNTIME must be onnx or torch"):
+        embeddings._onnx_encoder("tensorrt", "/nonexistent", 1)
+
+
+def test_bench_embed_prints_both_runtimes_and_how_far_apart_they_are(onnx_dir, capsys):
+    call_command("bench_embed", "--rounds", "1", "--json")
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["queries"] == 45 and figures["memories"] == 120
+    for key in (
+        "torch_query_p50_ms",
+        "onnx_query_p50_ms",
+        "onnx_query_p95_ms",
+        "torch_batch_s",
+        "onnx_batch_s",
+    ):
+        assert figures[key] > 0
+    assert figures["query_p50_ratio"] == round(
+        figures["torch_query_p50_ms"] / figures["onnx_query_p50_ms"], 2
+    )
+    assert figures["max_vector_difference"] < 1e-5 and figures["max_token_difference"] < 1e-5
+    with pytest.raises(CommandError, match="--rounds must be at least 1"):
+        call_command("bench_embed", "--rounds", "0")
