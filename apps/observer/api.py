@@ -11,7 +11,7 @@ from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
-from apps.memories.drafts import clean_paths
+from apps.memories.drafts import clean_paths, from_root
 from apps.observer import selectors, services
 from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm
@@ -347,7 +347,7 @@ def sessions_step_injection(request, session_id: UUID, payload: StepIn):
             principal=request.auth,
             step=payload.step,
             files=clean_paths(payload.files, session.root),
-            searches=payload.searches,
+            searches=[from_root(pattern, session.root) for pattern in payload.searches],
         )
 
 

@@ -43,6 +43,7 @@ _IMPORT_LINE = re.compile(
 
 # The arguments in which a tool call names a file.
 PATH_ARGS = ("file_path", "path", "notebook_path", "file")
+GLOB_ARGS = ("pattern", "glob")  # a Glob's pattern
 
 
 def _path_arg(args: dict[str, Any]) -> str:
@@ -210,7 +211,7 @@ class Scratchpad:
                         self.early.append("repeated_grep")
                 self.pending["Grep"] = [pattern, step, ""]
         elif tool == "Glob":
-            pattern = T.normalize_pattern(str(args.get("pattern") or args.get("glob") or ""))
+            pattern = T.normalize_pattern(str(next((args[k] for k in GLOB_ARGS if args.get(k)), "")))
             if pattern:
                 self.pending["Glob"] = [pattern, step, ""]
         elif tool in EXTERNAL_TOOLS or tool.startswith("mcp__"):

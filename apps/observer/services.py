@@ -32,7 +32,7 @@ from apps.observer import text as T
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
-from apps.observer.scratchpad import PATH_ARGS, Scratchpad
+from apps.observer.scratchpad import GLOB_ARGS, PATH_ARGS, Scratchpad
 from apps.observer.selectors import _as_uuid, sessions_visible
 from apps.observer.signals import derive, parallel_conflicts
 from apps.tenants.models import Project
@@ -204,14 +204,16 @@ _LOCK_FIELDS = ("id", "organization_id", "project_id", "status", "session_type",
 
 
 def _from_root(event: dict[str, Any], root: str) -> dict[str, Any]:
-    """The event with the paths it names (a tool call's path arguments, a commit's files, a
-    note's related files) under the session's root made relative to it."""
+    """The event with the paths it names (a tool call's path arguments and a Glob's pattern, a
+    commit's files, a note's related files) under the session's root made relative to it."""
     if not root:
         return event
     out = dict(event)
     args = out.get("args")
-    if isinstance(args, dict) and any(isinstance(args.get(k), str) for k in PATH_ARGS):
-        out["args"] = {k: from_root(v, root) if k in PATH_ARGS else v for k, v in args.items()}
+    # A Glob's pattern is a path too (`/home/me/shop/orders/**/*.py`); a Grep's is a regex.
+    keys = PATH_ARGS + GLOB_ARGS if out.get("tool") == "Glob" else PATH_ARGS
+    if isinstance(args, dict) and any(isinstance(args.get(k), str) for k in keys):
+        out["args"] = {k: from_root(v, root) if k in keys else v for k, v in args.items()}
     if isinstance(out.get("files"), list):
         out["files"] = [from_root(f, root) for f in out["files"]]
     memory = out.get("memory")

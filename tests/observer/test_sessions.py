@@ -248,6 +248,28 @@ def test_context_takes_the_files_relative_to_the_sessions_root(agent, alice):
     assert refused.status_code == 422 and refused.json()["error"]["details"] == {"field": "files"}
 
 
+def test_a_glob_under_the_sessions_root_is_searched_as_the_repositorys_path(agent, alice):
+    """A Glob names files by absolute path too (`/home/ada/src/shop/orders/models.py`), and the
+    memories that already answer the search name the repository's path."""
+    from apps.memories.drafts import MemoryDraft
+    from apps.memories.services import memory_create
+
+    draft = MemoryDraft(type="gotcha", content="Totals round half-even.", related_files=["orders/models.py"])
+    orders = memory_create(project=alice.project, actor=alice.principal, draft=draft)
+    root = "/home/ada/src/shop"
+    pattern = f"{root}/orders/models.py"
+    session = agent.open(root=root)
+    trace = Trace().glob(pattern, [pattern]).grep(f"{root}/x|total").glob("/etc/*.conf", [])
+    agent.send(session["id"], trace.events)
+    logged = EventBatch.objects.get(session_id=session["id"]).events
+    patterns = [e["args"]["pattern"] for e in logged if e["type"] == "tool_call"]
+    assert patterns == ["orders/models.py", f"{root}/x|total", "/etc/*.conf"]  # (a Grep's is a regex)
+
+    url = f"sessions/{session['id']}/step-injection"
+    injected = agent.client.post(url, {"step": 6, "searches": [pattern]}).json()["injection"]
+    assert injected["type"] == "search_short_circuit" and injected["memory_ids"] == [str(orders.id)]
+
+
 def test_a_completed_session_takes_no_more_events_and_completing_twice_changes_nothing(agent):
     session = agent.open()
     done = agent.complete(session["id"])
