@@ -136,3 +136,15 @@ def test_bench_embed_prints_both_runtimes_and_how_far_apart_they_are(onnx_dir, c
     assert figures["max_vector_difference"] < 1e-5 and figures["max_token_difference"] < 1e-5
     with pytest.raises(CommandError, match="--rounds must be at least 1"):
         call_command("bench_embed", "--rounds", "0")
+
+
+def test_prepare_embeddings_traces_the_graph_ahead_of_first_use(settings, onnx_dir, capsys, monkeypatch):
+    call_command("prepare_embeddings")
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["runtime"] == "onnx" and summary["graph"].startswith(str(onnx_dir))
+    assert [str(p) for p in onnx_dir.glob("minilm-*.onnx")] == [summary["graph"]]
+
+    settings.EMBEDDING_ONNX_DIR = str(onnx_dir / "other")
+    monkeypatch.setattr(onnx_encoder, "agrees", lambda encoder, model: False)
+    with pytest.raises(CommandError, match="No ONNX graph agrees with torch"):
+        call_command("prepare_embeddings")

@@ -1,0 +1,36 @@
+"""Load the local embedding model and make its ONNX graph ready (traced and checked against
+torch, onnx_encoder.py) ahead of the first request: for an image build or a deploy step, so that
+no process pays the ~2 s trace on a user's query. Prints one JSON line; exits non-zero when the
+configured runtime is ONNX and no graph agrees with torch (the server would run on torch)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.memories import embeddings
+
+
+class Command(BaseCommand):
+    help = "Load the local embedding model and trace its ONNX graph ahead of first use."
+
+    def handle(self, *args, **options):
+        started = time.perf_counter()
+        runtime = settings.EMBEDDING_LOCAL_RUNTIME
+        encoder = embeddings._onnx_encoder(
+            runtime, settings.EMBEDDING_ONNX_DIR, settings.EMBEDDING_TORCH_THREADS
+        )
+        if runtime == "onnx" and encoder is None:
+            raise CommandError(
+                "No ONNX graph agrees with torch (see the warnings above); the server would run torch."
+            )
+        embeddings.LocalMiniLM().embed(["warm up"])
+        summary = {
+            "runtime": runtime,
+            "graph": str(encoder.path) if encoder else None,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        self.stdout.write(json.dumps(summary))
