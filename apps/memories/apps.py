@@ -7,6 +7,7 @@ class MemoriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from apps.memories import checks  # noqa: F401  (registers the system checks)
         from apps.memories.neighbours import co_mentioned_files, register_neighbour_provider
 
         register_neighbour_provider(co_mentioned_files)

@@ -40,10 +40,13 @@ def from_root(path: str, root: str) -> str:
     """`path` relative to `root` (a `clean_root`) when it lies under it, else as it is: agents
     send the absolute paths their tools use (`/home/me/shop/orders/models.py`)."""
     if root and isinstance(path, str):
-        slashed = path.strip().replace("\\", "/")
+        # Windows paths (a drive letter, or //server/share) separate with either slash and name
+        # the same file in any case; elsewhere a backslash is part of the name or an escape (a
+        # Glob's `\[draft\].md`) and stays.
+        windows = bool(_WINDOWS_ROOT.match(root))
+        slashed = path.strip().replace("\\", "/") if windows else path.strip()
         prefix = root + "/"
-        # Windows paths (a drive letter, or //server/share) name the same file in any case.
-        key = str.casefold if _WINDOWS_ROOT.match(root) else str
+        key = str.casefold if windows else str
         if key(slashed).startswith(key(prefix)):
             return slashed[len(prefix) :]
     return path

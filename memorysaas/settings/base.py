@@ -227,7 +227,7 @@ COHERE_API_KEY = env_str("COHERE_API_KEY")
 COHERE_BASE_URL = env_str("COHERE_BASE_URL") or None
 COHERE_RERANK_MODEL = env_str("COHERE_RERANK_MODEL", "rerank-v3.5")
 
-EMBEDDING_PROVIDER = env_str("EMBEDDING_PROVIDER", "local")
+EMBEDDING_PROVIDER = (env_str("EMBEDDING_PROVIDER") or "local").strip().lower()
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384)
 # "async": a django-q2 task after commit; "sync": inline in the writing transaction (tests, tiny setups).
 EMBEDDING_MODE = env_str("EMBEDDING_MODE", "async")
@@ -237,7 +237,7 @@ EMBEDDING_MODE = env_str("EMBEDDING_MODE", "async")
 EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # "onnx": the local model's transformer runs on ONNX Runtime, traced once from the packaged
 # weights into EMBEDDING_ONNX_DIR (same vectors, about half a query's time); "torch": as loaded.
-EMBEDDING_LOCAL_RUNTIME = env_str("EMBEDDING_LOCAL_RUNTIME", "onnx")
+EMBEDDING_LOCAL_RUNTIME = (env_str("EMBEDDING_LOCAL_RUNTIME") or "onnx").strip().lower()
 EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR") or str(DATA_DIR / "models")
 
 # The HMAC key for API-key hashes; derived from SECRET_KEY unless set on its own.

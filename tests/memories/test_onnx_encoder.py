@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 from django.core.management import CommandError, call_command
+from django.core.management.base import SystemCheckError
 
 from apps.memories import embeddings, onnx_encoder
+from apps.memories.checks import embedding_settings
 from apps.memories.embeddings import LocalMiniLM
 
 TEXTS = [
@@ -42,7 +47,8 @@ def _hidden(model, texts):
 def onnx_dir(settings, tmp_path):
     settings.EMBEDDING_ONNX_DIR = str(tmp_path)
     settings.EMBEDDING_LOCAL_RUNTIME = "onnx"
-    return tmp_path
+    yield tmp_path
+    embeddings._onnx_encoder.cache_clear()  # (each session holds its graph, ~90 MB)
 
 
 def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(settings, onnx_dir):
@@ -52,9 +58,13 @@ def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(setting
         provider.embed_with_tokens(TEXTS),
         provider.embed_with_tokens(TEXTS, query=True),
     )
-    encoder = embeddings._onnx_encoder("onnx", str(onnx_dir), settings.EMBEDDING_TORCH_THREADS)
+    encoder = embeddings.local_encoder()
     assert isinstance(encoder, onnx_encoder.OnnxEncoder)  # the comparison is not torch with itself
     assert list(onnx_dir.glob("minilm-*.onnx")) == [encoder.path]
+    assert encoder.session.get_session_options().enable_cpu_mem_arena is False
+    # ... and what sentence-transformers itself makes of the texts, as vectors were stored before
+    encoded = _model().encode(TEXTS, normalize_embeddings=True, show_progress_bar=False)
+    assert np.abs(on_onnx[0] - encoded).max() < 1e-5
 
     settings.EMBEDDING_LOCAL_RUNTIME = "torch"
     on_torch = (
@@ -79,9 +89,33 @@ def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(setting
 def test_tracing_leaves_the_process_model_answering_as_before(tmp_path):
     model = _model()
     before = _hidden(model, onnx_encoder.PROBE)
+    abandoned, writing = tmp_path / "old.onnx.part", tmp_path / "other.onnx.part"
+    abandoned.write_bytes(b"killed mid-trace")
+    writing.write_bytes(b"another process, tracing now")
+    os.utime(abandoned, (time.time() - 7200, time.time() - 7200))
     onnx_encoder.export(model, tmp_path / "graph.onnx")
     assert np.array_equal(_hidden(model, onnx_encoder.PROBE), before)
-    assert [p.name for p in tmp_path.iterdir()] == ["graph.onnx"]  # no part file left behind
+    # no part file of its own left behind, an abandoned one removed, another's in progress kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.onnx", "other.onnx.part"]
+
+
+def test_threads_that_first_embed_together_trace_the_graph_once(settings, onnx_dir, monkeypatch):
+    traced, trace = [], onnx_encoder.export
+    monkeypatch.setattr(onnx_encoder, "export", lambda model, path: traced.append(path) or trace(model, path))
+    start, results = threading.Barrier(4), []
+
+    def first_embed():
+        start.wait()
+        results.append(LocalMiniLM().embed(TEXTS[:2]))
+
+    threads = [threading.Thread(target=first_embed) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(traced) == 1 and len(results) == 4
+    assert isinstance(embeddings.local_encoder(), onnx_encoder.OnnxEncoder)
+    assert all(np.array_equal(result, results[0]) for result in results)
 
 
 def test_a_kept_graph_is_loaded_and_a_damaged_one_traced_again(tmp_path, monkeypatch):
@@ -103,7 +137,7 @@ def test_a_kept_graph_is_loaded_and_a_damaged_one_traced_again(tmp_path, monkeyp
 def test_torch_is_kept_when_no_graph_agrees_with_it(settings, onnx_dir, monkeypatch, caplog):
     monkeypatch.setattr(onnx_encoder, "agrees", lambda encoder, model: False)
     with caplog.at_level(logging.WARNING, logger="apps.memories.onnx_encoder"):
-        encoder = embeddings._onnx_encoder("onnx", str(onnx_dir), 1)
+        encoder = embeddings.local_encoder()
     assert encoder is None
     assert "disagrees with torch" in caplog.text and "runs on torch" in caplog.text
 
@@ -113,9 +147,14 @@ def test_torch_is_kept_when_no_graph_agrees_with_it(settings, onnx_dir, monkeypa
     assert np.abs(vectors - LocalMiniLM().embed(TEXTS[:2])).max() < 1e-6
 
 
-def test_an_unknown_runtime_is_a_configuration_error():
+def test_an_unknown_runtime_or_provider_is_a_configuration_error_found_at_start(settings):
     with pytest.raises(ValueError, match="EMBEDDING_LOCAL_RUNTIME must be onnx or torch"):
-        embeddings._onnx_encoder("tensorrt", "/nonexistent", 1)
+        embeddings.local_encoder("tensorrt")
+    assert embedding_settings(None) == []
+    settings.EMBEDDING_LOCAL_RUNTIME, settings.EMBEDDING_PROVIDER = "", "cohere"
+    assert [error.id for error in embedding_settings(None)] == ["memories.E001", "memories.E002"]
+    with pytest.raises(SystemCheckError, match="EMBEDDING_LOCAL_RUNTIME is ''"):
+        call_command("check")
 
 
 def test_bench_embed_prints_both_runtimes_and_how_far_apart_they_are(onnx_dir, capsys):

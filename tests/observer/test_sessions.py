@@ -259,11 +259,13 @@ def test_a_glob_under_the_sessions_root_is_searched_as_the_repositorys_path(agen
     root = "/home/ada/src/shop"
     pattern = f"{root}/orders/models.py"
     session = agent.open(root=root)
-    trace = Trace().glob(pattern, [pattern]).grep(f"{root}/x|total").glob("/etc/*.conf", [])
+    escaped = f"{root}/docs/\\[draft\\].md"  # a POSIX glob's escapes are no Windows separators
+    trace = Trace().glob(pattern, [pattern]).grep(f"{root}/x|total").glob("/etc/*.conf", []).glob(escaped, [])
     agent.send(session["id"], trace.events)
     logged = EventBatch.objects.get(session_id=session["id"]).events
     patterns = [e["args"]["pattern"] for e in logged if e["type"] == "tool_call"]
-    assert patterns == ["orders/models.py", f"{root}/x|total", "/etc/*.conf"]  # (a Grep's is a regex)
+    # (a Grep's pattern is a regex, kept as sent)
+    assert patterns == ["orders/models.py", f"{root}/x|total", "/etc/*.conf", "docs/\\[draft\\].md"]
 
     url = f"sessions/{session['id']}/step-injection"
     injected = agent.client.post(url, {"step": 6, "searches": [pattern]}).json()["injection"]

@@ -4,7 +4,8 @@
 evals/code_memory_check.json (45 queries, 120 memories) as search and the embedding task do:
 - a query alone, with its token embeddings (what a search waits for), each query on one runtime
   and then the other, so both see the machine in the same state;
-- the memories in batches of 32, with token embeddings (what the embedding task does);
+- the memories all in one call, with token embeddings, as the embedding task hands them over
+  (torch batches them 32 at a time, ONNX Runtime runs them one at a time);
 and prints the p50/p95 of a query, the seconds for all memories, the ratios (torch / ONNX) and the
 largest difference between the two runtimes' vectors and token embeddings. Both runtimes use
 `EMBEDDING_TORCH_THREADS` threads. `--json` prints one JSON object on the last line.
@@ -46,8 +47,7 @@ class Command(BaseCommand):
         queries = [item["query"] for item in data["queries"]]
         memories = [item["content"] for item in data["memories"]]
         provider = embeddings.LocalMiniLM()
-        onnx_dir = settings.EMBEDDING_ONNX_DIR
-        if embeddings._onnx_encoder("onnx", onnx_dir, settings.EMBEDDING_TORCH_THREADS) is None:
+        if embeddings.local_encoder("onnx") is None:
             raise CommandError("No usable ONNX graph (see the warnings above): nothing to compare.")
 
         query_ms: dict[str, list[float]] = {runtime: [] for runtime in RUNTIMES}

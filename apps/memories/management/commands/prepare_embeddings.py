@@ -20,9 +20,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         started = time.perf_counter()
         runtime = settings.EMBEDDING_LOCAL_RUNTIME
-        encoder = embeddings._onnx_encoder(
-            runtime, settings.EMBEDDING_ONNX_DIR, settings.EMBEDDING_TORCH_THREADS
-        )
+        encoder = embeddings.local_encoder()
         if runtime == "onnx" and encoder is None:
             raise CommandError(
                 "No ONNX graph agrees with torch (see the warnings above); the server would run torch."
