@@ -11,21 +11,12 @@ from django.core.checks import Error, register
 def embedding_settings(app_configs, **kwargs) -> list[Error]:
     from apps.memories.embeddings import LOCAL_RUNTIMES, PROVIDERS
 
-    errors = []
-    if settings.EMBEDDING_PROVIDER not in PROVIDERS:
-        errors.append(
-            Error(
-                f"EMBEDDING_PROVIDER is {settings.EMBEDDING_PROVIDER!r}.",
-                hint=f"Use one of: {', '.join(PROVIDERS)}.",
-                id="memories.E001",
-            )
-        )
-    if settings.EMBEDDING_LOCAL_RUNTIME not in LOCAL_RUNTIMES:
-        errors.append(
-            Error(
-                f"EMBEDDING_LOCAL_RUNTIME is {settings.EMBEDDING_LOCAL_RUNTIME!r}.",
-                hint=f"Use one of: {', '.join(LOCAL_RUNTIMES)}.",
-                id="memories.E002",
-            )
-        )
-    return errors
+    wanted = (
+        ("EMBEDDING_PROVIDER", PROVIDERS, "memories.E001"),
+        ("EMBEDDING_LOCAL_RUNTIME", LOCAL_RUNTIMES, "memories.E002"),
+    )
+    return [
+        Error(f"{name} is {getattr(settings, name)!r}.", hint=f"Use one of: {', '.join(allowed)}.", id=code)
+        for name, allowed, code in wanted
+        if getattr(settings, name) not in allowed
+    ]
