@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -534,6 +535,7 @@ def search(
     use_hyde: bool = True,
     query_vector: np.ndarray | None = None,
     hypothetical: str = "",
+    as_of: datetime | None = None,
 ) -> SearchResult:
     """Rank the memories that apply in `project` for `principal` against `query` and `files`.
 
@@ -541,7 +543,9 @@ def search(
     benchmarks compare them); proactive callers (`build_context`, session start) pass
     `use_hyde=False`. `query_vector` replaces the query's own embedding (HyDE's second pass;
     `hypothetical` is its answer, whose MaxSim the late interaction averages with the query's
-    as the vector averages the two embeddings).
+    as the vector averages the two embeddings). `as_of` is the moment confidence decays to (now
+    by default): the evaluation ranks as of the moment it loaded its set, so how long a run takes
+    cannot move a near-tie.
     """
     from apps.memories.embeddings import embed_query, get_provider
 
@@ -640,7 +644,7 @@ def search(
         )
     clock.lap("boost")
 
-    now = timezone.now()
+    now = as_of or timezone.now()
     components: dict[str, dict[str, float | None]] = {}
     cosine_worth: dict[str, float] = {}  # what a unit of cosine adds to each stage-3 score
     for memory_id in ordered:
@@ -698,7 +702,7 @@ def search(
                     principal=principal, project=project, query=query, files=files, phase=phase,
                     limit=limit, query_kind=kind, types=types, rerank=rerank, include_stale=include_stale,
                     paths=paths, boost=boost, weigh=weigh, query_vector=combined,
-                    hypothetical=hyde_outcome.text,
+                    hypothetical=hyde_outcome.text, as_of=as_of,
                 )  # fmt: skip
                 # The second pass's stages (its results), what the first pass and HyDE took, in all.
                 second.timings_ms.update(

@@ -58,6 +58,24 @@ def test_code_aware_keyword_path_matches_whole_and_parts(alice, corpus):
         assert result.hits[0].ranks["keyword"] == 1
 
 
+def test_confidence_decays_to_the_moment_asked_for(alice, corpus):
+    """`as_of` fixes the moment confidence decays to (the evaluation ranks as of its load), so
+    how long a run takes cannot move a near-tie."""
+    memory = corpus["jwt"]
+    half_life = memory.decay_half_life_days
+    assert half_life
+
+    def confidence(**when):
+        result = search(principal=alice.principal, project=alice.project, query="verify_jwt", limit=1, **when)
+        assert result.hits[0].memory.id == memory.id
+        return result.hits[0].components["confidence"]
+
+    assert confidence(as_of=memory.created_at) == round(memory.confidence, 4)
+    later = memory.created_at + timedelta(days=half_life)
+    assert confidence(as_of=later) == round(memory.confidence / 2, 4)
+    assert confidence(as_of=later) == confidence(as_of=later)  # the same moment, the same figure
+
+
 def test_a_partial_keyword_match_adds_less_than_the_paths_full_weight(alice, corpus):
     # "cache" and "deploy" match the noise memory; the rest of the query matches nothing, so its
     # keyword evidence is well under what a memory matching the whole query would bring
