@@ -11,10 +11,9 @@ from django.core.checks import Error, register
 def embedding_settings(app_configs, **kwargs) -> list[Error]:
     from apps.memories.embeddings import LOCAL_RUNTIMES, PROVIDERS
 
-    wanted = (
-        ("EMBEDDING_PROVIDER", PROVIDERS, "memories.E001"),
-        ("EMBEDDING_LOCAL_RUNTIME", LOCAL_RUNTIMES, "memories.E002"),
-    )
+    wanted = [("EMBEDDING_PROVIDER", PROVIDERS, "memories.E001")]
+    if settings.EMBEDDING_PROVIDER == "local":  # (the runtime is the local model's alone)
+        wanted.append(("EMBEDDING_LOCAL_RUNTIME", LOCAL_RUNTIMES, "memories.E002"))
     return [
         Error(f"{name} is {getattr(settings, name)!r}.", hint=f"Use one of: {', '.join(allowed)}.", id=code)
         for name, allowed, code in wanted

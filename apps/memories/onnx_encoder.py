@@ -85,7 +85,7 @@ def export(model, path: Path) -> None:
 
     features = model.preprocess(PROBE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_parts(path.parent)
+    _remove_stale_parts(path.parent, path.name.split("-")[0])
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".part")
     os.close(handle)
     try:
@@ -115,11 +115,12 @@ def export(model, path: Path) -> None:
             os.unlink(temporary)
 
 
-def _remove_stale_parts(directory: Path, older_than_seconds: float = 3600) -> None:
-    """Part files of traces that never finished (a process killed while writing ~90 MB); a trace
-    takes seconds, so one an hour old is no other process's work in progress."""
+def _remove_stale_parts(directory: Path, prefix: str, older_than_seconds: float = 3600) -> None:
+    """Part files of traces that never finished (a process killed while writing ~90 MB), only
+    this module's (named after their graph: `prefix…part`); a trace takes seconds, so one an hour
+    old is no other process's work in progress."""
     cutoff = time.time() - older_than_seconds
-    for part in directory.glob("*.part"):
+    for part in directory.glob(f"{prefix}*.part"):
         try:
             if part.stat().st_mtime < cutoff:
                 part.unlink()

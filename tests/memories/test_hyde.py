@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,16 @@ def test_hyde_runs_and_moves_the_dense_query(alice, memories, fake_openai, setti
     again = _search(alice, f"  {QUESTION} ")
     assert again.hyde["status"] == "cached" and again.hyde["ran"]
     assert len(_chat_requests(fake_openai)) == 1  # cached by query text
+
+
+def test_hydes_second_pass_ranks_as_of_the_moment_asked_for(alice, memories, fake_openai):
+    fake_openai.answer = PAGER
+    jwt = memories["jwt"]  # (a gotcha decays; a pattern does not)
+    later = jwt.created_at + timedelta(days=jwt.decay_half_life_days)
+    result = _search(alice, QUESTION, as_of=later)
+    assert result.hyde["ran"]
+    (hit,) = [h for h in result.hits if h.memory.id == jwt.id]
+    assert hit.components["confidence"] == round(jwt.confidence / 2, 4)
 
 
 def test_one_organizations_cached_answer_is_not_anothers(alice, charlie, memories, fake_openai):

@@ -89,14 +89,20 @@ def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(setting
 def test_tracing_leaves_the_process_model_answering_as_before(tmp_path):
     model = _model()
     before = _hidden(model, onnx_encoder.PROBE)
-    abandoned, writing = tmp_path / "old.onnx.part", tmp_path / "other.onnx.part"
-    abandoned.write_bytes(b"killed mid-trace")
-    writing.write_bytes(b"another process, tracing now")
-    os.utime(abandoned, (time.time() - 7200, time.time() - 7200))
+    abandoned, writing = tmp_path / "graph.onnx1234.part", tmp_path / "graph.onnx5678.part"
+    foreign = tmp_path / "download.part"  # (not a trace: not this module's to remove)
+    for part in (abandoned, writing, foreign):
+        part.write_bytes(b"partial")
+    for part in (abandoned, foreign):
+        os.utime(part, (time.time() - 7200, time.time() - 7200))
     onnx_encoder.export(model, tmp_path / "graph.onnx")
     assert np.array_equal(_hidden(model, onnx_encoder.PROBE), before)
-    # no part file of its own left behind, an abandoned one removed, another's in progress kept
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.onnx", "other.onnx.part"]
+    # no part file of its own left behind, an abandoned trace removed, one in progress kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "download.part",
+        "graph.onnx",
+        "graph.onnx5678.part",
+    ]
 
 
 def test_threads_that_first_embed_together_trace_the_graph_once(settings, onnx_dir, monkeypatch):
@@ -152,7 +158,11 @@ def test_an_unknown_runtime_or_provider_is_a_configuration_error_found_at_start(
         embeddings.local_encoder("tensorrt")
     assert embedding_settings(None) == []
     settings.EMBEDDING_LOCAL_RUNTIME, settings.EMBEDDING_PROVIDER = "", "cohere"
-    assert [error.id for error in embedding_settings(None)] == ["memories.E001", "memories.E002"]
+    assert [error.id for error in embedding_settings(None)] == ["memories.E001"]
+    settings.EMBEDDING_PROVIDER = "openai"  # the local model's runtime is not used
+    assert embedding_settings(None) == []
+    settings.EMBEDDING_PROVIDER = "local"
+    assert [error.id for error in embedding_settings(None)] == ["memories.E002"]
     with pytest.raises(SystemCheckError, match="EMBEDDING_LOCAL_RUNTIME is ''"):
         call_command("check")
 
