@@ -85,14 +85,20 @@ def _model():
         return _sentence_transformer()
 
 
-def local_encoder(runtime: str | None = None) -> onnx_encoder.OnnxEncoder | None:
-    """The ONNX encoder of the configured (or the given) local runtime; None runs torch."""
+def _loaded(runtime: str | None = None):
+    """The model and the ONNX encoder of the configured (or the given) local runtime, under one
+    hold of the lock; None for the encoder runs torch."""
     with _LOAD_LOCK:
-        return _onnx_encoder(
+        return _sentence_transformer(), _onnx_encoder(
             settings.EMBEDDING_LOCAL_RUNTIME if runtime is None else runtime,
             settings.EMBEDDING_ONNX_DIR,
             settings.EMBEDDING_TORCH_THREADS,
         )
+
+
+def local_encoder(runtime: str | None = None) -> onnx_encoder.OnnxEncoder | None:
+    """The ONNX encoder of the configured (or the given) local runtime; None runs torch."""
+    return _loaded(runtime)[1]
 
 
 @cache
@@ -142,8 +148,7 @@ class LocalMiniLM:
     def _hidden(self, texts: list[str]) -> list[tuple[list[int], np.ndarray]]:
         """Each text's word-piece ids and the transformer's last hidden state over them (padding
         cut off), in the order of `texts`."""
-        encoder = local_encoder()
-        model = _model()
+        model, encoder = _loaded()
         if encoder is None:
             with _MODEL_LOCK:
                 outputs = model.encode(

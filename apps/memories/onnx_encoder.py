@@ -148,18 +148,15 @@ def load(model, model_dir: Path, directory: Path, threads: int) -> OnnxEncoder |
     """The checked ONNX encoder of `model` (traced first where needed), or None where it cannot be
     had; the reason is logged and the caller runs torch."""
     path = graph_path(model_dir, directory)
-    for attempt in ("cached", "traced"):
+    for attempt in ("kept", "traced") if path.exists() else ("traced",):
         try:
-            if attempt == "traced" or not path.exists():
+            if attempt == "traced":
                 export(model, path)
-                attempt = "traced"
             encoder = OnnxEncoder(path, threads)
             if agrees(encoder, model):
                 return encoder
             logger.warning("the %s ONNX graph %s disagrees with torch", attempt, path)
         except Exception:
             logger.warning("the %s ONNX graph %s could not be used", attempt, path, exc_info=True)
-        if attempt == "traced":
-            break
     logger.warning("the local model runs on torch (slower): no usable ONNX graph")
     return None
