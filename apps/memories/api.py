@@ -320,6 +320,7 @@ class ScoreParts(OutputSchema):
     dispute: float
     score: float
     late_interaction: float | None  # token-level MaxSim (local rerank with the local model)
+    precision: float | None  # the precision model's cosine (local rerank, not on structural queries)
     rerank: float | None
 
 

@@ -10,10 +10,12 @@ from django.core.checks import Error, register
 @register()
 def embedding_settings(app_configs, **kwargs) -> list[Error]:
     from apps.memories.embeddings import LOCAL_RUNTIMES, PROVIDERS
+    from apps.memories.precision import MODELS
 
     wanted = [("EMBEDDING_PROVIDER", PROVIDERS, "memories.E001")]
-    if settings.EMBEDDING_PROVIDER == "local":  # (the runtime is the local model's alone)
+    if settings.EMBEDDING_PROVIDER == "local":  # (the runtime and the precision model are the local model's)
         wanted.append(("EMBEDDING_LOCAL_RUNTIME", LOCAL_RUNTIMES, "memories.E002"))
+        wanted.append(("PRECISION_MODEL", MODELS, "memories.E003"))
     return [
         Error(f"{name} is {getattr(settings, name)!r}.", hint=f"Use one of: {', '.join(allowed)}.", id=code)
         for name, allowed, code in wanted

@@ -405,6 +405,9 @@ class MemoryTokens(models.Model):
     memory = models.OneToOneField(Memory, on_delete=models.CASCADE, primary_key=True, related_name="+")
     model_id = models.CharField(max_length=120)
     data = models.BinaryField()
+    # The memory's vector by the precision stage's second model (precision.pack), where it runs.
+    precision_model = models.CharField(max_length=120, blank=True, default="")
+    precision = models.BinaryField(null=True)
 
     def __str__(self) -> str:
         return f"{self.model_id}:{self.memory_id}"

@@ -57,17 +57,18 @@ class OnnxEncoder:
         return self.session.run(None, feed)[0]
 
 
-def graph_path(model_dir: Path, directory: Path) -> Path:
-    """Where the graph traced from `model_dir`'s weights by this torch and transformers lives."""
+def graph_path(model_dir: Path, directory: Path, name: str = "minilm") -> Path:
+    """Where the graph traced from `model_dir`'s weights by this torch and transformers lives
+    (`name`: the model's short name, which starts the file's)."""
     digest = hashlib.sha256()
-    for name in sorted(os.listdir(model_dir)):
-        if name.endswith((".safetensors", ".bin", "config.json")):
-            with open(model_dir / name, "rb") as handle:
+    for file in sorted(os.listdir(model_dir)):
+        if file.endswith((".safetensors", ".bin", "config.json")):
+            with open(model_dir / file, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
     for package in ("torch", "transformers"):
         digest.update(f"{package}=={metadata.version(package)}".encode())
-    return directory / f"minilm-{digest.hexdigest()[:20]}.onnx"
+    return directory / f"{name}-{digest.hexdigest()[:20]}.onnx"
 
 
 def export(model, path: Path) -> None:
@@ -144,10 +145,10 @@ def agrees(encoder: OnnxEncoder, model) -> bool:
     return got.shape == expected.shape and float(np.abs(got[mask] - expected[mask]).max()) <= TOLERANCE
 
 
-def load(model, model_dir: Path, directory: Path, threads: int) -> OnnxEncoder | None:
+def load(model, model_dir: Path, directory: Path, threads: int, name: str = "minilm") -> OnnxEncoder | None:
     """The checked ONNX encoder of `model` (traced first where needed), or None where it cannot be
     had; the reason is logged and the caller runs torch."""
-    path = graph_path(model_dir, directory)
+    path = graph_path(model_dir, directory, name)
     for attempt in ("kept", "traced") if path.exists() else ("traced",):
         try:
             if attempt == "traced":
@@ -158,5 +159,5 @@ def load(model, model_dir: Path, directory: Path, threads: int) -> OnnxEncoder |
             logger.warning("the %s ONNX graph %s disagrees with torch", attempt, path)
         except Exception:
             logger.warning("the %s ONNX graph %s could not be used", attempt, path, exc_info=True)
-    logger.warning("the local model runs on torch (slower): no usable ONNX graph")
+    logger.warning("the local model %s runs on torch (slower): no usable ONNX graph", name)
     return None

@@ -22,6 +22,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -39,7 +40,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from apps.memories import beside, fusion, hyde, late
+from apps.memories import beside, fusion, hyde, late, precision
 from apps.memories.codetokens import tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.drafts import clean_paths
@@ -575,6 +576,19 @@ def search(
         if not np.any(vector) or not np.isfinite(vector).all():
             vector = None  # nothing in the query to embed (the hashing provider's ":"): no direction
         clock.lap("embed")
+    late_texts = [t for t in (query, hypothetical) if t.strip()]  # (an empty hypothetical is left out)
+    # The precision model's view of the query, embedded beside the paths (precision.py), for a
+    # local rerank of a question the code graph does not decide.
+    second_view = None
+    if (
+        rerank
+        and vector is not None
+        and kind != "structural"
+        and provider.late_interaction
+        and not settings.COHERE_API_KEY
+        and precision.provider() is not None
+    ):
+        second_view = precision.query_vectors_later([query_embedding_text(t) for t in late_texts])
     # The boost asks for the neighbours of the top results' files; when those are the files
     # already asked about (one memory about the file in play, say), the first answer serves.
     asked: dict[frozenset[str], dict[str, float]] = {}
@@ -679,6 +693,7 @@ def search(
             "dispute": w.dispute,
             "score": fusion.weighted_score(boosted, w.factor) if weigh else boosted,
             "late_interaction": None,
+            "precision": None,
             "rerank": None,
         }
         cosine_worth[memory_id] = weights.get("dense", 0.0) * (fusion.prior(w.factor) if weigh else 1.0)
@@ -721,7 +736,8 @@ def search(
             files=graph_files,
             limit=limit,
             cosine_worth=cosine_worth,
-            late_texts=[query, hypothetical],  # (an empty hypothetical is left out)
+            late_texts=late_texts,
+            second_view=second_view,
         )
     clock.lap("rerank")
 
@@ -767,8 +783,10 @@ def _rerank(
     limit: int,
     cosine_worth: dict[str, float],
     late_texts: Sequence[str],
+    second_view: Future | None = None,
 ) -> tuple[list[str], str]:
-    """Rerank the top 20 (or `limit`, if larger) and keep them ahead of the rest."""
+    """Rerank the top 20 (or `limit`, if larger) and keep them ahead of the rest. `second_view`:
+    the precision model's vectors of `late_texts`, coming (precision.query_vectors_later)."""
     head = ordered[: max(RERANK_TOP, limit)]
     tail = ordered[len(head) :]
     if settings.COHERE_API_KEY:
@@ -798,10 +816,11 @@ def _rerank(
             lexemes = {str(memory_id): set(named) for memory_id, named in cursor.fetchall()}
     # (Late interaction re-weighs the cosine: nothing to do where no path measured one.)
     with_cosine = [i for i in head if components[i]["cosine"] is not None]
-    late_scores = _late_interaction(late_texts, with_cosine)
+    late_scores, second_scores = _late_interaction(late_texts, with_cosine, second_view)
     items = []
     for i in head:
         components[i]["late_interaction"] = late_scores.get(i)
+        components[i]["precision"] = second_scores.get(i)
         items.append(
             fusion.RerankInput(
                 memory_id=i,
@@ -810,6 +829,7 @@ def _rerank(
                 cosine=components[i]["cosine"],
                 late_interaction=late_scores.get(i),
                 cosine_worth=cosine_worth.get(i, 0.0),
+                precision=second_scores.get(i),
             )
         )
     reranked_local = fusion.local_precision_rerank(items, keep=len(head))
@@ -821,37 +841,53 @@ def _rerank(
 # ---------------------------------------------------------------- context packing
 
 
-def _late_interaction(texts: Sequence[str], ids: list[str]) -> dict[str, float]:
+def _late_interaction(
+    texts: Sequence[str], ids: list[str], second_view: Future | None = None
+) -> tuple[dict[str, float], dict[str, float]]:
     """MaxSim of the query's tokens against each memory's stored tokens (late.py), for the
     memories whose tokens the configured model wrote; none when it offers no token embeddings or
     the query has no word piece to match. Several texts (HyDE's query and hypothetical answer):
-    the mean of their MaxSims."""
+    the mean of their MaxSims. Second: where `second_view` brings the precision model's vectors
+    of the texts, its cosine with each memory's stored vector of that model (the mean, likewise);
+    none where MaxSim has none, or the precision model failed (logged)."""
     from apps.memories.embeddings import get_provider, query_tokens
 
     provider = get_provider()
     texts = [query_embedding_text(t) for t in texts if t.strip()]
     if not provider.late_interaction or not ids or not texts:
-        return {}
+        return {}, {}
     wanted = [query_tokens(text, provider) for text in texts]
     if not all(tokens is not None and len(tokens) for tokens in wanted):
-        return {}
+        return {}, {}
+    second_vectors = None
+    if second_view is not None:
+        try:
+            second_vectors = np.stack(second_view.result())
+        except Exception:
+            logger.exception("The precision model could not embed the query; reranking without it")
     # Binary results: a head's tokens are ~0.8 MB, which the text protocol doubles and hex-decodes.
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(
-            f"SELECT memory_id::text, data FROM {MemoryTokens._meta.db_table}"
-            " WHERE memory_id = ANY(%s::uuid[]) AND model_id = %s",
-            [ids, provider.model_id],
+            f"SELECT memory_id::text, data, CASE WHEN precision_model = %s THEN precision END"
+            f" FROM {MemoryTokens._meta.db_table} WHERE memory_id = ANY(%s::uuid[]) AND model_id = %s",
+            [precision.MODEL_ID, ids, provider.model_id],
             binary=True,
         )
         rows = cursor.fetchall()
     if not rows:
-        return {}
-    documents = [data for _, data in rows]
+        return {}, {}
+    documents = [data for _, data, _ in rows]
     per_text = [late.maxsim_packed(tokens, documents, provider.dimensions) for tokens in wanted]
-    return {
-        memory_id: float(np.mean(scores)) for (memory_id, _), *scores in zip(rows, *per_text, strict=True)
+    maxsims = {
+        memory_id: float(np.mean(scores)) for (memory_id, _, _), *scores in zip(rows, *per_text, strict=True)
     }
+    seconds = {}
+    if second_vectors is not None:
+        for memory_id, _, data in rows:
+            if data is not None:
+                seconds[memory_id] = float(np.mean(second_vectors @ precision.unpack(bytes(data))))
+    return maxsims, seconds
 
 
 def build_context(

@@ -299,6 +299,7 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
     texts = [embedding_text(m) for m in memories]
     try:
         vectors, tokens = embed_cached_with_tokens(texts, provider)
+        second = _precision_vectors(texts) if provider.late_interaction else None
     except Exception as exc:
         logger.exception("Embedding %d memories failed", len(memories))
         with transaction.atomic():
@@ -329,25 +330,62 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
             ],
             batch_size=500,
         )
-        _store_tokens(memories, [tokens[i] for i in kept], provider.model_id)
+        _store_tokens(
+            memories,
+            [tokens[i] for i in kept],
+            provider.model_id,
+            second and (second[0], [second[1][i] for i in kept]),
+        )
     return len(memories)
 
 
-def _store_tokens(memories: Sequence[Memory], tokens: Sequence[bytes | None], model_id: str) -> None:
+def _precision_vectors(texts: list[str]) -> tuple[str, list[bytes | None]] | None:
+    """The precision model's id and packed vectors for `texts` (precision.py), or None where it
+    is not configured or cannot run: the memory is then reranked without it, not left unembedded."""
+    from apps.memories import precision
+    from apps.memories.embeddings import embed_cached
+
+    second = precision.provider()
+    if second is None:
+        return None
+    try:
+        vectors = embed_cached(texts, second)
+    except Exception:
+        logger.exception(
+            "The precision model could not embed %d memories; they rerank without it", len(texts)
+        )
+        return None
+    return second.model_id, [precision.pack(v) for v in vectors]
+
+
+def _store_tokens(
+    memories: Sequence[Memory],
+    tokens: Sequence[bytes | None],
+    model_id: str,
+    second: tuple[str, Sequence[bytes | None]] | None = None,
+) -> None:
     """The token embeddings for the late-interaction rerank (late.pack), from the model that made
-    the vectors; a None leaves the memory without (any tokens it had, of another model, go)."""
+    the vectors, and the precision model's vectors (`second`: its id and one per memory); a None
+    leaves the memory without (any tokens it had, of another model, go)."""
     without = [memory for memory, data in zip(memories, tokens, strict=True) if data is None]
     if without:
         MemoryTokens.objects.filter(memory__in=without).delete()
+    second_model, second_vectors = second or ("", [None] * len(memories))
     MemoryTokens.objects.bulk_create(
         [
-            MemoryTokens(memory=memory, model_id=model_id, data=data)
-            for memory, data in zip(memories, tokens, strict=True)
+            MemoryTokens(
+                memory=memory,
+                model_id=model_id,
+                data=data,
+                precision_model=second_model if vector is not None else "",
+                precision=vector,
+            )
+            for memory, data, vector in zip(memories, tokens, second_vectors, strict=True)
             if data is not None
         ],
         update_conflicts=True,
         unique_fields=["memory"],
-        update_fields=["model_id", "data"],
+        update_fields=["model_id", "data", "precision_model", "precision"],
         batch_size=500,
     )
 
@@ -567,7 +605,7 @@ def memories_create_batch(
     attached = _attach_vectors(memories, vectors, tokens) if vectors is not None else None
     _insert(memories, [_snapshot(m, "created", actor) for m in memories])
     if attached and any(data is not None for data in attached[1]):  # (new rows: nothing to delete)
-        _store_tokens(*attached)
+        _store_tokens(*attached, _precision_vectors([embedding_text(m) for m in attached[0]]))
     _create_relations(project, actor, pairs)
     ids = [m.id for m in memories]
     _adjust_term_stats(ids, +1)

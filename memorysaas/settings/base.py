@@ -239,6 +239,9 @@ EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # weights into EMBEDDING_ONNX_DIR (same vectors, about half a query's time); "torch": as loaded.
 EMBEDDING_LOCAL_RUNTIME = (env_str("EMBEDDING_LOCAL_RUNTIME") or "onnx").strip().lower()
 EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR") or str(DATA_DIR / "models")
+# The local precision stage's second model (apps/memories/precision.py), with the local provider:
+# "all-mpnet-base-v2" re-scores a search's head with it as well; "none" leaves the rerank to MiniLM.
+PRECISION_MODEL = (env_str("PRECISION_MODEL") or "all-mpnet-base-v2").strip().lower()
 
 # The HMAC key for API-key hashes; derived from SECRET_KEY unless set on its own.
 API_KEY_HMAC_KEY = env_str("API_KEY_HMAC_KEY") or SECRET_KEY

