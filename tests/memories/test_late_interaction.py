@@ -155,7 +155,8 @@ def test_reembed_gives_memories_without_tokens_their_tokens(alice, real_embeddin
 
 
 @pytest.mark.django_db
-def test_the_local_rerank_reports_maxsim_and_blends_it_into_the_score(alice, real_embeddings):
+def test_the_local_rerank_reports_maxsim_and_blends_it_into_the_score(alice, real_embeddings, settings):
+    settings.PRECISION_MODEL = "none"  # MaxSim alone (test_precision.py: with the second model)
     on_topic = make_memory(
         alice,
         content="QuerySet.iterator() with prefetch_related() raises ValueError unless chunk_size is given.",

