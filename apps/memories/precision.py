@@ -19,6 +19,7 @@ run time; without the packages, or with PRECISION_MODEL=none, the rerank is as b
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
@@ -142,6 +143,12 @@ def _load(directory: str, runtime: str, threads: int):
     encoder = None
     if runtime != "torch":
         encoder = onnx_encoder.load(model, path, Path(directory), threads, name="mpnet")
+    if encoder is not None:  # checked: torch's copy of the weights (~440 MB) is not needed again
+        import torch
+
+        for tensor in [*model.parameters(), *model.buffers()]:  # (preprocess needs the tokenizer)
+            tensor.data = torch.empty(0, dtype=tensor.dtype)
+        gc.collect()
     return model, encoder
 
 

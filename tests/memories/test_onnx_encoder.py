@@ -183,6 +183,7 @@ def test_bench_embed_prints_both_runtimes_and_how_far_apart_they_are(onnx_dir, c
         figures["torch_query_p50_ms"] / figures["onnx_query_p50_ms"], 2
     )
     assert figures["max_vector_difference"] < 1e-5 and figures["max_token_difference"] < 1e-5
+    assert "precision_query_p50_ms" not in figures  # (the hashing provider: no precision model)
     with pytest.raises(CommandError, match="--rounds must be at least 1"):
         call_command("bench_embed", "--rounds", "0")
 

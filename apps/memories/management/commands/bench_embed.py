@@ -8,7 +8,8 @@ evals/code_memory_check.json (45 queries, 120 memories) as search and the embedd
   (torch batches them 32 at a time, ONNX Runtime runs them one at a time);
 and prints the p50/p95 of a query, the seconds for all memories, the ratios (torch / ONNX) and the
 largest difference between the two runtimes' vectors and token embeddings. Both runtimes use
-`EMBEDDING_TORCH_THREADS` threads. `--json` prints one JSON object on the last line.
+`EMBEDDING_TORCH_THREADS` threads. Where the precision stage's second model is configured, it
+also times that model on the configured runtime: a query alone and the memories in one call. `--json` prints one JSON object on the last line.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.test import override_settings
 
-from apps.memories import embeddings
+from apps.memories import embeddings, precision
 
 DATASET = Path(settings.BASE_DIR) / "evals" / "code_memory_check.json"
 RUNTIMES = ("torch", "onnx")
@@ -86,7 +87,28 @@ class Command(BaseCommand):
                 float(np.abs(a - b).max()) for a, b in zip(torch_tokens, onnx_tokens, strict=True) if a.size
             ),
         }
+        if precision.enabled():
+            summary.update(self._precision(queries, memories, rounds))
         for key, value in summary.items():
             self.stdout.write(f"{key:>24}  {value}")
         if as_json:
             self.stdout.write(json.dumps(summary))
+
+    def _precision(self, queries: list[str], memories: list[str], rounds: int) -> dict[str, float]:
+        """The precision model (precision.py) on its configured runtime: a query alone, as the
+        rerank embeds it beside the paths, and the memories as the embedding task hands them over."""
+        second = precision.LocalMPNet()
+        second.embed(queries[:2])  # loading and, once per machine, unpacking and tracing
+        times = []
+        for _ in range(rounds):
+            for query in queries:
+                started = time.perf_counter()
+                second.embed([query])
+                times.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        second.embed(memories)
+        return {
+            "precision_query_p50_ms": _p(times, 50),
+            "precision_query_p95_ms": _p(times, 95),
+            "precision_batch_s": round(time.perf_counter() - started, 3),
+        }
