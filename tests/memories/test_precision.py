@@ -235,3 +235,12 @@ def test_bench_embed_times_the_precision_model(real_embeddings, capsys):
     call_command("bench_embed", "--rounds", "1", "--json")
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["precision_query_p50_ms"] > 0 and figures["precision_batch_s"] > 0
+
+
+@pytest.mark.django_db
+def test_bench_search_gives_its_memories_precision_vectors_and_warms_the_query(real_embeddings, capsys):
+    call_command("bench_search", memories=200, projects=1, queries=4, bases=10, json=True, keep=True)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["precision_embed_p50_ms"] > 0 and result["context_memories_p50"] > 0
+    rows = MemoryTokens.objects.all()
+    assert rows.count() == 200 and not rows.exclude(precision_model=precision.MODEL_ID).exists()

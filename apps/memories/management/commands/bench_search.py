@@ -16,7 +16,9 @@ Then, over
 - context: POST /api/v1/projects/{id}/context (phase implement, the query as the task): search
   with the local precision stage (its late interaction reads each memory's stored token
   embeddings: those of its base sentence), packing and the access bookkeeping of every injected memory;
-  the task's embedding comes from the query cache, as the http search's does;
+  the task's embeddings (MiniLM's, and the precision model's for the rerank: a memory's
+  precision vector is its base sentence's too) come from the query cache, as the http search's
+  does (precision_embed_p50_ms: what the precision model took for a query, uncached);
 
 and filtered_recall_at_10: the filtered ANN top-10 against an exact scan under the same filter.
 Everything is timed with DEBUG off, as production runs (`manage.py` defaults to the development
@@ -40,7 +42,7 @@ from django.db.models.expressions import RawSQL
 from django.test import Client
 from django.test.utils import override_settings
 
-from apps.memories import late
+from apps.memories import late, precision
 from apps.memories.embeddings import embed_query, get_provider
 from apps.memories.keyword import index_memory
 from apps.memories.search import Scope, keyword_candidates, search
@@ -108,9 +110,13 @@ class Command(BaseCommand):
         bases = corpus.bases(opts["bases"])
         started = time.perf_counter()
         base_tokens: list[bytes] = []
+        base_second: list[bytes | None] = [None] * len(bases)
         if provider.late_interaction:  # a memory's tokens are its base sentence's, for the rerank
             base_vectors, token_rows = provider.embed_with_tokens([text for text, _ in bases])
             base_tokens = [late.pack(rows) for rows in token_rows]
+            if precision.provider() is not None:  # and so is its precision model's vector
+                second = precision.provider().embed([text for text, _ in bases])
+                base_second = [precision.pack(vector) for vector in second]
         else:
             base_vectors = provider.embed([text for text, _ in bases])
         self.say(f"embedded {len(bases)} base sentences in {time.perf_counter() - started:.1f}s")
@@ -122,7 +128,7 @@ class Command(BaseCommand):
 
         orgs, projects = self._tenants(opts["projects"])
         try:
-            self._load(memories, vectors, projects, provider.model_id, rng, base_tokens)
+            self._load(memories, vectors, projects, provider.model_id, rng, base_tokens, base_second)
             with override_settings(DEBUG=False, ALLOWED_HOSTS=[*settings.ALLOWED_HOSTS, "127.0.0.1"]):
                 result = self._measure(corpus, bases, projects, opts["queries"], provider, rng)
         finally:
@@ -160,7 +166,14 @@ class Command(BaseCommand):
         return orgs, projects
 
     def _load(
-        self, memories, vectors, projects: list[Project], model_id: str, rng, base_tokens: list[bytes]
+        self,
+        memories,
+        vectors,
+        projects: list[Project],
+        model_id: str,
+        rng,
+        base_tokens: list[bytes],
+        base_second: list[bytes | None],
     ) -> None:
         started = time.perf_counter()
         owners = rng.integers(0, len(projects), len(memories))
@@ -225,14 +238,17 @@ class Command(BaseCommand):
                 [model_id, len(vectors[0])],
             )
             if base_tokens:
-                cursor.execute("CREATE TEMP TABLE bench_tokens (base int, data bytea) ON COMMIT DROP")
-                with cursor.cursor.copy("COPY bench_tokens (base, data) FROM STDIN") as copy:
-                    for base, data in enumerate(base_tokens):
-                        copy.write_row((base, data))
                 cursor.execute(
-                    "INSERT INTO memories_memorytokens (memory_id, model_id, data)"
-                    " SELECT s.id, %s, t.data FROM bench_stage s JOIN bench_tokens t USING (base)",
-                    [model_id],
+                    "CREATE TEMP TABLE bench_tokens (base int, data bytea, second bytea) ON COMMIT DROP"
+                )
+                with cursor.cursor.copy("COPY bench_tokens (base, data, second) FROM STDIN") as copy:
+                    for base, (data, second) in enumerate(zip(base_tokens, base_second, strict=True)):
+                        copy.write_row((base, data, second))
+                cursor.execute(
+                    "INSERT INTO memories_memorytokens (memory_id, model_id, data, precision_model, precision)"
+                    " SELECT s.id, %s, t.data, CASE WHEN t.second IS NULL THEN '' ELSE %s END, t.second"
+                    " FROM bench_stage s JOIN bench_tokens t USING (base)",
+                    [model_id, precision.MODEL_ID],
                 )
         self.say(f"inserted {len(memories)} memories in {time.perf_counter() - started:.1f}s")
         started = time.perf_counter()
@@ -286,12 +302,17 @@ class Command(BaseCommand):
         queries = corpus.queries(count, bases)
         targets = [projects[int(i)] for i in rng.integers(0, len(projects), count)]
         started = time.perf_counter()
-        embed_times = []
+        embed_times, second_times = [], []
         vectors = []
+        second = precision.provider() if provider.late_interaction else None
         for text, _files in queries:
             t0 = time.perf_counter()
             vectors.append(embed_query(text, provider))
             embed_times.append((time.perf_counter() - t0) * 1000)
+            if second is not None:  # the context's rerank takes it from the query cache too
+                t0 = time.perf_counter()
+                embed_query(text, second)
+                second_times.append((time.perf_counter() - t0) * 1000)
         self.say(f"embedded {count} queries in {time.perf_counter() - started:.1f}s")
         dims = len(vectors[0])
         unfiltered_sql = (
@@ -350,6 +371,7 @@ class Command(BaseCommand):
                 injected = []
         return {
             "embed_p50_ms": _p(embed_times, 50),
+            "precision_embed_p50_ms": _p(second_times, 50) if second_times else None,
             "dense_unfiltered_p95_ms": _p(times["unfiltered"], 95),
             "dense_p50_ms": _p(times["dense"], 50),
             "dense_p95_ms": _p(times["dense"], 95),
