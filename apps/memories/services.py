@@ -26,7 +26,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pydantic import ValidationError
 
-from apps.memories import secrets_scan, selectors
+from apps.memories import precision, secrets_scan, selectors
 from apps.memories.codetokens import CJK_CLASS
 from apps.memories.contextual import memory_embedding_text
 from apps.memories.drafts import (
@@ -342,7 +342,6 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
 def _precision_vectors(texts: list[str]) -> tuple[str, list[bytes | None]] | None:
     """The precision model's id and packed vectors for `texts` (precision.py), or None where it
     is not configured or cannot run: the memory is then reranked without it, not left unembedded."""
-    from apps.memories import precision
     from apps.memories.embeddings import embed_cached
 
     second = precision.provider()
@@ -350,6 +349,8 @@ def _precision_vectors(texts: list[str]) -> tuple[str, list[bytes | None]] | Non
         return None
     try:
         vectors = embed_cached(texts, second)
+    except precision.ModelUnavailable:
+        return None  # (logged where it failed to load)
     except Exception:
         logger.exception(
             "The precision model could not embed %d memories; they rerank without it", len(texts)
@@ -605,7 +606,7 @@ def memories_create_batch(
     attached = _attach_vectors(memories, vectors, tokens) if vectors is not None else None
     _insert(memories, [_snapshot(m, "created", actor) for m in memories])
     if attached and any(data is not None for data in attached[1]):  # (new rows: nothing to delete)
-        _store_tokens(*attached, _precision_vectors([embedding_text(m) for m in attached[0]]))
+        _store_tokens(*attached)
     _create_relations(project, actor, pairs)
     ids = [m.id for m in memories]
     _adjust_term_stats(ids, +1)
@@ -624,7 +625,12 @@ def memories_create_batch(
             target=project,
             metadata={"count": len(memories)},
         )
-    _schedule_embedding([m.id for m in memories if m.embedding_status != EmbeddingStatus.READY])
+    pending = [m.id for m in memories if m.embedding_status != EmbeddingStatus.READY]
+    if attached and precision.provider() is not None:
+        # The caller's vectors are MiniLM's: the precision model's follow after commit (the
+        # embedding task takes MiniLM's from the cache), not inside the caller's transaction.
+        pending += [m.id for m in attached[0]]
+    _schedule_embedding(pending)
     _announce(
         project.id, ("memory.created", memories), ("review.needed", [m for m in memories if m.needs_review])
     )

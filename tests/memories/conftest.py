@@ -11,6 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from apps.memories import precision
+
+
+@pytest.fixture(autouse=True)
+def precision_model_retried():
+    """A test that makes the precision model fail to load leaves no memo of it to later tests."""
+    yield
+    precision._failed_at = None
+
 
 @pytest.fixture(autouse=True)
 def hashing_embeddings(settings, request):

