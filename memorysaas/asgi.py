@@ -34,3 +34,8 @@ async def websocket(scope, receive, send):
 
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket})
+
+# The first searches should not wait for the local models to load (apps/memories/precision.py).
+from apps.memories.precision import warm_in_background  # noqa: E402
+
+warm_in_background()

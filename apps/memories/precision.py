@@ -56,9 +56,6 @@ class ModelUnavailable(RuntimeError):
 # After a failed load (packages missing, weights that fail the check, a disk that is full), the
 # process leaves the model alone for this long: a retry unpacks and hashes ~440 MB.
 RETRY_SECONDS = 600
-# How long a search waits for the query's vector before it reranks without it (a process's first
-# search waits while the model loads; a query normally takes ~30 ms).
-QUERY_WAIT_SECONDS = 1.0
 _failed_at: float | None = None
 
 
@@ -235,6 +232,28 @@ _pools: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child star
 def provider() -> LocalMPNet | None:
     """The precision model where it is configured and has not just failed to load, else None."""
     return _PROVIDER if enabled() and not _recently_failed() else None
+
+
+def warm_in_background() -> threading.Thread | None:
+    """Load the local models on a thread of their own at the web server's start, so that its
+    first searches do not wait for them (a search waits a second for the precision model's
+    vector, then reranks without it). Nothing where the local provider is not configured."""
+    if settings.EMBEDDING_PROVIDER != "local" or not settings.MODELS_WARM_AT_START:
+        return None
+
+    def warm() -> None:
+        from apps.memories.embeddings import LocalMiniLM
+
+        try:
+            LocalMiniLM().embed(["warm up"])
+            if provider() is not None:
+                _PROVIDER.embed(["warm up"])
+        except Exception:  # (each failure is logged where it happens; searches go on without)
+            logger.warning("warming the local models failed", exc_info=True)
+
+    thread = threading.Thread(target=warm, name="warm-models", daemon=True)
+    thread.start()
+    return thread
 
 
 def pack(vector: np.ndarray) -> bytes:

@@ -862,7 +862,7 @@ def _late_interaction(
     second_vectors = None
     if second_view is not None:
         try:
-            second_vectors = np.stack(second_view.result(timeout=precision.QUERY_WAIT_SECONDS))
+            second_vectors = np.stack(second_view.result(timeout=settings.PRECISION_QUERY_WAIT_SECONDS))
         except TimeoutError:  # (a process's first search, while the model loads)
             logger.info("The precision model's query vector is late; reranking without it")
         except precision.ModelUnavailable:

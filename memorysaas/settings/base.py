@@ -242,6 +242,12 @@ EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR") or str(DATA_DIR / "models")
 # The local precision stage's second model (apps/memories/precision.py), with the local provider:
 # "all-mpnet-base-v2" re-scores a search's head with it as well; "none" leaves the rerank to MiniLM.
 PRECISION_MODEL = (env_str("PRECISION_MODEL") or "all-mpnet-base-v2").strip().lower()
+# How long a search waits for the precision model's query vector before it reranks without it (a
+# process's first search, while the model loads; a query takes ~30 ms). None: as long as it takes
+# (eval_retrieval measures the ranking, not a busy machine's timing).
+PRECISION_QUERY_WAIT_SECONDS = 1.0
+# The web server loads both local models on a thread of its own as it starts (memorysaas.asgi).
+MODELS_WARM_AT_START = env_bool("MODELS_WARM_AT_START", True)
 
 # The HMAC key for API-key hashes; derived from SECRET_KEY unless set on its own.
 API_KEY_HMAC_KEY = env_str("API_KEY_HMAC_KEY") or SECRET_KEY

@@ -11,6 +11,7 @@ DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 EMBEDDING_MODE = "sync"
+MODELS_WARM_AT_START = False  # (a test that loads a model says which, and where)
 Q_CLUSTER = {**Q_CLUSTER, "sync": True, "name": "memorysaas-test"}  # its own Redis list: tests purge it
 # Tests that need Redis ask for it explicitly; the default layer stays in-process.
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -155,9 +155,9 @@ def test_without_the_models_packages_memories_are_embedded_and_searched_as_befor
 
 
 @pytest.mark.django_db
-def test_a_query_vector_that_is_late_leaves_the_rerank_to_maxsim(alice, real_embeddings, monkeypatch):
+def test_a_query_vector_that_is_late_leaves_the_rerank_to_maxsim(alice, real_embeddings, settings):
     make_memory(alice, content="Paginator.page() raises EmptyPage past the last page.")
-    monkeypatch.setattr(precision, "QUERY_WAIT_SECONDS", 0.05)
+    settings.PRECISION_QUERY_WAIT_SECONDS = 0.05
     # The precision thread cannot run the model until the search is done. (The timer only keeps
     # a search that would wait without a limit from hanging the suite: it then fails below.)
     released = threading.Event()
@@ -300,3 +300,14 @@ def test_bench_search_gives_its_memories_precision_vectors_and_warms_the_query(r
     assert result["precision_embed_p50_ms"] > 0 and result["context_memories_p50"] > 0
     rows = MemoryTokens.objects.all()
     assert rows.count() == 200 and not rows.exclude(precision_model=precision.MODEL_ID).exists()
+
+
+def test_the_web_server_warms_both_models_at_start_where_they_are_used(real_embeddings, settings):
+    assert precision.warm_in_background() is None  # (the test settings keep it off)
+    settings.MODELS_WARM_AT_START = True
+    thread = precision.warm_in_background()
+    thread.join(timeout=300)
+    assert not thread.is_alive()
+    assert precision._load.cache_info().currsize >= 1  # loaded in this process
+    settings.EMBEDDING_PROVIDER = "hashing"
+    assert precision.warm_in_background() is None
