@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 import time
 import warnings
 from importlib import metadata
@@ -71,6 +72,11 @@ def graph_path(model_dir: Path, directory: Path, name: str = "minilm") -> Path:
     return directory / f"{name}-{digest.hexdigest()[:20]}.onnx"
 
 
+# One trace at a time in a process, whichever model: concurrent torch.onnx exports reset each
+# other's global state (embeddings.py).
+_EXPORT_LOCK = threading.Lock()
+
+
 def export(model, path: Path) -> None:
     """Trace the sentence-transformers model's transformer to `path` (written whole or not at all:
     processes starting together each write their own file and rename it into place)."""
@@ -91,7 +97,7 @@ def export(model, path: Path) -> None:
     os.close(handle)
     try:
         # The tracer warns of every shape it reads as a constant; the check below is the judge.
-        with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        with _EXPORT_LOCK, torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 # A copy: tracing leaves the traced module answering differently (seen: hidden

@@ -144,6 +144,9 @@ def _remove_stale_work(directory: Path, older_than_seconds: float = 3600) -> Non
             pass
 
 
+# One thread loads (and unpacks and traces) while the others wait. Its own lock, not MiniLM's:
+# searches go on embedding with MiniLM while this model loads (onnx_encoder keeps two traces apart).
+_LOAD_LOCK = threading.Lock()
 _RUN_LOCK = threading.Lock()  # one text at a time: two cores, and the paths run beside it
 
 
@@ -173,8 +176,6 @@ def loaded():
     """The loaded model and encoder; raises ModelUnavailable (at once, for RETRY_SECONDS after a
     failure, which is logged once) where it cannot be had."""
     global _failed_at
-    from apps.memories.embeddings import _LOAD_LOCK  # (one trace at a time, MiniLM's included)
-
     if _recently_failed():
         raise ModelUnavailable("it failed to load less than RETRY_SECONDS ago (logged then)")
     with _LOAD_LOCK:
