@@ -19,6 +19,7 @@ import copy
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -58,11 +59,12 @@ class OnnxEncoder:
         return self.session.run(None, feed)[0]
 
 
-def graph_path(model_dir: Path, directory: Path, name: str = "minilm") -> Path:
+def graph_path(model_dir: Path, directory: Path, name: str = "minilm", weights: str = "") -> Path:
     """Where the graph traced from `model_dir`'s weights by this torch and transformers lives
-    (`name`: the model's short name, which starts the file's)."""
-    digest = hashlib.sha256()
-    for file in sorted(os.listdir(model_dir)):
+    (`name`: the model's short name, which starts the file's; `weights`: their digest where the
+    caller has already checked it, instead of hashing them again)."""
+    digest = hashlib.sha256(weights.encode())
+    for file in sorted(os.listdir(model_dir)) if not weights else ():
         if file.endswith((".safetensors", ".bin", "config.json")):
             with open(model_dir / file, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
@@ -92,7 +94,7 @@ def export(model, path: Path) -> None:
 
     features = model.preprocess(PROBE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_parts(path.parent, path.name.split("-")[0])
+    remove_stale_parts(path.parent, path.name.split("-")[0])
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".part")
     os.close(handle)
     try:
@@ -122,15 +124,15 @@ def export(model, path: Path) -> None:
             os.unlink(temporary)
 
 
-def _remove_stale_parts(directory: Path, prefix: str, older_than_seconds: float = 3600) -> None:
-    """Part files of traces that never finished (a process killed while writing ~90 MB), only
-    this module's (named after their graph: `prefix…part`); a trace takes seconds, so one an hour
-    old is no other process's work in progress."""
+def remove_stale_parts(directory: Path, prefix: str, older_than_seconds: float = 3600) -> None:
+    """Work left by a process killed mid-way: part files of traces (~90–440 MB) or directories of
+    unpacked models (precision.py), only those named `prefix…part`; a trace or an unpack takes
+    seconds, so one an hour old is no other process's work in progress."""
     cutoff = time.time() - older_than_seconds
     for part in directory.glob(f"{prefix}*.part"):
         try:
             if part.stat().st_mtime < cutoff:
-                part.unlink()
+                shutil.rmtree(part) if part.is_dir() else part.unlink()
         except OSError:  # another process removed it first
             pass
 
@@ -151,10 +153,12 @@ def agrees(encoder: OnnxEncoder, model) -> bool:
     return got.shape == expected.shape and float(np.abs(got[mask] - expected[mask]).max()) <= TOLERANCE
 
 
-def load(model, model_dir: Path, directory: Path, threads: int, name: str = "minilm") -> OnnxEncoder | None:
+def load(
+    model, model_dir: Path, directory: Path, threads: int, name: str = "minilm", weights: str = ""
+) -> OnnxEncoder | None:
     """The checked ONNX encoder of `model` (traced first where needed), or None where it cannot be
-    had; the reason is logged and the caller runs torch."""
-    path = graph_path(model_dir, directory, name)
+    had; the reason is logged and the caller runs torch. (`name`, `weights`: see graph_path.)"""
+    path = graph_path(model_dir, directory, name, weights)
     for attempt in ("kept", "traced") if path.exists() else ("traced",):
         try:
             if attempt == "traced":

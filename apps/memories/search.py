@@ -875,7 +875,8 @@ def _late_interaction(
         cursor.execute(
             f"SELECT memory_id::text, data, CASE WHEN precision_model = %s THEN precision END"
             f" FROM {MemoryTokens._meta.db_table} WHERE memory_id = ANY(%s::uuid[]) AND model_id = %s",
-            [precision.MODEL_ID, ids, provider.model_id],
+            # (the precision vectors only where the rerank will read them: ~3 KB a memory)
+            [precision.MODEL_ID if second_vectors is not None else None, ids, provider.model_id],
             binary=True,
         )
         rows = cursor.fetchall()

@@ -9,7 +9,8 @@ evals/code_memory_check.json (45 queries, 120 memories) as search and the embedd
 and prints the p50/p95 of a query, the seconds for all memories, the ratios (torch / ONNX) and the
 largest difference between the two runtimes' vectors and token embeddings. Both runtimes use
 `EMBEDDING_TORCH_THREADS` threads. Where the precision stage's second model is configured, it
-also times that model on the configured runtime: a query alone and the memories in one call. `--json` prints one JSON object on the last line.
+also times that model on the configured runtime: a query alone and the memories in one call.
+`--json` prints one JSON object on the last line.
 """
 
 from __future__ import annotations
