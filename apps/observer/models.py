@@ -3,9 +3,11 @@
 - `Session`: one agent session: its type, methodology, work unit, A/B group, status, and the
   checkpoint of its scratchpad (`scratchpad` as of `checkpoint_events` events).
   `scratchpad_version` counts the writes that changed the scratchpad (a batch, a validation, an
-  injection): a process's cached copy is current only while it matches. `finalize_queued_at`
-  and `finalize_attempts` say when and how often its finalize was queued, so one that failed or
-  was lost is queued again (services.sessions_finalize_stalled).
+  injection), and each of them draws a new random `scratchpad_stamp`: a process's cached copy is
+  current only while its stamp matches. A count can come round again (a commit that a crash or a
+  failover took back after it was acknowledged, then another write), a stamp cannot.
+  `finalize_queued_at` and `finalize_attempts` say when and how often its finalize was queued,
+  so one that failed or was lost is queued again (services.sessions_finalize_stalled).
 - `EventBatch`: the append-only event log: each accepted batch is one row holding only the
   events not seen before (idempotent by `seq`). Replaying the batches after the checkpoint
   rebuilds the scratchpad exactly, so a restarted web or worker process loses nothing.
@@ -83,6 +85,7 @@ class Session(models.Model):
     checkpoint_events = models.PositiveIntegerField(default=0)
     checkpoint_batch = models.BigIntegerField(default=0)
     scratchpad_version = models.PositiveIntegerField(default=0)
+    scratchpad_stamp = models.UUIDField(null=True, editable=False)
     injected_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     promoted_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     reinforced_memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)

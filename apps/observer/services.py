@@ -3,10 +3,10 @@ finalize (promotion), step injection bookkeeping, and git cold start.
 
 Ingest does constant work per event: accept its `seq` once, update the scratchpad, append the
 batch to the log. No LLM, no embedding, no memory is written while a session runs. The
-scratchpad lives in this process between batches (keyed by session and `scratchpad_version`,
-which every write to the scratchpad advances, whichever process makes it, so a stale copy is
+scratchpad lives in this process between batches (keyed by session and `scratchpad_stamp`,
+which every write to the scratchpad draws anew, whichever process makes it, so a stale copy is
 never used) and is checkpointed in the session row; any process rebuilds it from the checkpoint
-plus the batches logged since.
+plus the batches logged since. A copy enters the cache only once its write has committed.
 """
 
 from __future__ import annotations
@@ -15,12 +15,16 @@ import hashlib
 import json
 import logging
 import re
+import threading
+import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -53,29 +57,56 @@ MAX_COMMIT_FILES = 30
 FINALIZE_STALLED_AFTER = timedelta(minutes=30)
 MAX_FINALIZE_ATTEMPTS = 5
 _CACHE_SIZE = 512
-_pads: OrderedDict[UUID, tuple[int, Scratchpad]] = OrderedDict()
+# Per session: the stamp of a committed state of its scratchpad, and that state.
+_pads: OrderedDict[UUID, tuple[UUID | None, Scratchpad]] = OrderedDict()
+_pads_lock = threading.Lock()  # (the request threads of a process share the cache)
 
 
 # ---------------------------------------------------------------- scratchpad cache
 
 
 def _cached(session: Session) -> Scratchpad | None:
-    hit = _pads.get(session.id)
-    if hit is not None and hit[0] == session.scratchpad_version:
+    with _pads_lock:
+        hit = _pads.get(session.id)
+        if hit is None or hit[0] != session.scratchpad_stamp:
+            return None
         _pads.move_to_end(session.id)
         return hit[1]
-    return None
+
+
+def _take_cached(session: Session) -> Scratchpad | None:
+    """The cached scratchpad, taken out of the cache for a write to change it in place (the caller
+    holds the session's row): a write that fails, before or at its commit, then leaves no copy
+    holding what the database never stored. The write `_remember`s it under its new stamp."""
+    with _pads_lock:
+        hit = _pads.pop(session.id, None)
+    return hit[1] if hit is not None and hit[0] == session.scratchpad_stamp else None
+
+
+def _take(session: Session) -> Scratchpad:
+    pad = _take_cached(session)
+    return pad if pad is not None else _rebuilt(session)
 
 
 def _remember(session: Session, pad: Scratchpad) -> None:
-    _pads[session.id] = (session.scratchpad_version, pad)
-    _pads.move_to_end(session.id)
-    while len(_pads) > _CACHE_SIZE:
-        _pads.popitem(last=False)
+    """Cache `pad` as the session's state at its current stamp, once that state has committed:
+    until then (and for good, when the commit fails) the database may not hold it, and another
+    process's next write could make any count this write reached, though never its stamp."""
+    session_id, stamp = session.id, session.scratchpad_stamp
+    transaction.on_commit(lambda: _keep(session_id, stamp, pad))
+
+
+def _keep(session_id: UUID, stamp: UUID | None, pad: Scratchpad) -> None:
+    with _pads_lock:
+        _pads[session_id] = (stamp, pad)
+        _pads.move_to_end(session_id)
+        while len(_pads) > _CACHE_SIZE:
+            _pads.popitem(last=False)
 
 
 def forget(session_id: UUID) -> None:
-    _pads.pop(session_id, None)
+    with _pads_lock:
+        _pads.pop(session_id, None)
 
 
 def load_scratchpad(session: Session) -> Scratchpad:
@@ -84,6 +115,12 @@ def load_scratchpad(session: Session) -> Scratchpad:
     pad = _cached(session)
     if pad is not None:
         return pad
+    pad = _rebuilt(session)
+    _remember(session, pad)
+    return pad
+
+
+def _rebuilt(session: Session) -> Scratchpad:
     pad = Scratchpad.from_dict(session.scratchpad) if session.scratchpad else Scratchpad(session.session_type)
     for events in (
         EventBatch.objects.filter(session=session, id__gt=session.checkpoint_batch)
@@ -93,8 +130,24 @@ def load_scratchpad(session: Session) -> Scratchpad:
         for event in events:
             if pad.accept(event["seq"]):  # a checkpoint may already hold some of them
                 pad.observe(event)
-    _remember(session, pad)
     return pad
+
+
+@contextmanager
+def _committed() -> Iterator[None]:
+    """A write's transaction. A failure of its COMMIT (a deferred constraint, a serialization
+    failure, the connection lost) answers 503 `commit_failed`: the client sends the write again,
+    which ingest's `seq`s make safe. Errors before the commit pass through as they are."""
+    body_done = False
+    try:
+        with transaction.atomic():
+            yield
+            body_done = True
+    except DatabaseError as exc:
+        if not body_done:
+            raise
+        logger.warning("An observer write failed at commit: %s", exc)
+        raise ApiError(503, "The write could not be committed; send it again.", code="commit_failed") from exc
 
 
 def _checkpoint(session: Session, pad: Scratchpad, batch_id: int) -> None:
@@ -200,7 +253,8 @@ def _clean(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 _LOCK_FIELDS = ("id", "organization_id", "project_id", "status", "session_type", "event_count", "last_step",
-                "edited_files", "checkpoint_events", "checkpoint_batch", "scratchpad_version", "root")  # fmt: skip
+                "edited_files", "checkpoint_events", "checkpoint_batch", "scratchpad_version", "scratchpad_stamp",
+                "root")  # fmt: skip
 
 
 def _from_root(event: dict[str, Any], root: str) -> dict[str, Any]:
@@ -227,9 +281,10 @@ _APPEND = f"""
         INSERT INTO {EventBatch._meta.db_table} (session_id, first_seq, last_seq, count, events, received_at)
         VALUES (%s, %s, %s, %s, %s::jsonb, now()) RETURNING id)
     UPDATE {Session._meta.db_table} SET event_count = %s, last_step = %s, edited_files = %s::varchar[],
-        scratchpad_version = scratchpad_version + 1
+        scratchpad_version = scratchpad_version + 1, scratchpad_stamp = gen_random_uuid()
     WHERE id = %s
-    RETURNING (SELECT id FROM batch), scratchpad_version, set_config('synchronous_commit', 'off', true)
+    RETURNING (SELECT id FROM batch), scratchpad_version, scratchpad_stamp,
+        set_config('synchronous_commit', 'off', true)
 """
 
 
@@ -259,33 +314,29 @@ def events_ingest(
     without waiting for its WAL flush: a database crash can lose the last few hundred
     milliseconds of acknowledged batches, never consistency: the batch log and the session's
     counters commit together or not at all."""
-    with transaction.atomic():
+    with _committed():
         locked = _lock_for_ingest(session, principal)
         if locked.status != SessionStatus.OPEN:
             raise session_closed()
-        pad = load_scratchpad(locked)
-        try:
-            fresh = _clean([_from_root(event, locked.root) for event in events if pad.accept(event["seq"])])
-            for event in fresh:
-                pad.observe(event)
-            if fresh:
-                locked.event_count += len(fresh)
-                locked.last_step = pad.step
-                edited = pad.edited()
-                if len(edited) != len(locked.edited_files):
-                    locked.edited_files = edited[:500]
-                seqs = [e["seq"] for e in fresh]
-                with connection.cursor() as cursor:
-                    cursor.execute(_APPEND, [locked.id, min(seqs), max(seqs), len(fresh), json.dumps(fresh),
-                                             locked.event_count, locked.last_step, locked.edited_files,
-                                             locked.id])  # fmt: skip
-                    batch_id, locked.scratchpad_version, _ = cursor.fetchone()
-                if locked.event_count - locked.checkpoint_events >= CHECKPOINT_EVERY:
-                    _checkpoint(locked, pad, batch_id)
-                    locked.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch"])
-        except BaseException:
-            forget(locked.id)
-            raise
+        pad = _take(locked)
+        fresh = _clean([_from_root(event, locked.root) for event in events if pad.accept(event["seq"])])
+        for event in fresh:
+            pad.observe(event)
+        if fresh:
+            locked.event_count += len(fresh)
+            locked.last_step = pad.step
+            edited = pad.edited()
+            if len(edited) != len(locked.edited_files):
+                locked.edited_files = edited[:500]
+            seqs = [e["seq"] for e in fresh]
+            with connection.cursor() as cursor:
+                cursor.execute(_APPEND, [locked.id, min(seqs), max(seqs), len(fresh), json.dumps(fresh),
+                                         locked.event_count, locked.last_step, locked.edited_files,
+                                         locked.id])  # fmt: skip
+                batch_id, locked.scratchpad_version, locked.scratchpad_stamp, _ = cursor.fetchone()
+            if locked.event_count - locked.checkpoint_events >= CHECKPOINT_EVERY:
+                _checkpoint(locked, pad, batch_id)
+                locked.save(update_fields=["scratchpad", "checkpoint_events", "checkpoint_batch"])
         _remember(locked, pad)
     return {
         "accepted": len(fresh),
@@ -304,24 +355,22 @@ def session_closed() -> ApiError:
 
 
 def _locked_open(session: Session) -> tuple[Session, Scratchpad]:
+    """The session's row, locked, and its scratchpad taken for a write; 409 when it is closed."""
     locked = Session.objects.select_for_update(of=("self",)).select_related("project").get(id=session.id)
-    return locked, load_scratchpad(locked)
+    if locked.status != SessionStatus.OPEN:
+        raise session_closed()
+    return locked, _take(locked)
 
 
-@transaction.atomic
 def validation_record(
     *, session: Session, actor: Principal, passed: bool, work_unit: str, report: str
 ) -> dict:
     """A validation result. In a build with more than 5 work units, a passed unit promotes its
     explicit notes and self-corrections at once (seeds/000 §8 partial QA)."""
-    locked, pad = _locked_open(session)
-    if locked.status != SessionStatus.OPEN:
-        raise session_closed()
     report = secrets_scan.scan(T.strip_private(report)).text[:2000]
     work_unit = secrets_scan.scan(work_unit).text
-    try:
-        # (the cached scratchpad changes in place: a failure after this must not leave a
-        # validation there that the database never stored)
+    with _committed():
+        locked, pad = _locked_open(session)
         pad.validations.append(
             {"passed": passed, "work_unit": work_unit[:200], "report": report, "step": pad.step}
         )
@@ -331,9 +380,6 @@ def validation_record(
             result = _promote_incremental(locked, pad, actor)
             promoted = [str(i) for i in result.created]
         _save_checkpoint(locked, pad)
-    except BaseException:
-        forget(locked.id)
-        raise
     return {"validations": len(pad.validations), "passed": passed, "promoted": promoted}
 
 
@@ -343,12 +389,14 @@ def _save_checkpoint(session: Session, pad: Scratchpad) -> None:
     )
     _checkpoint(session, pad, last)
     session.scratchpad_version += 1  # (the row is locked)
+    session.scratchpad_stamp = uuid.uuid4()
     session.save(
         update_fields=[
             "scratchpad",
             "checkpoint_events",
             "checkpoint_batch",
             "scratchpad_version",
+            "scratchpad_stamp",
             "promoted_memory_ids",
         ]
     )
@@ -601,19 +649,19 @@ def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: in
     """Step injection gave the session these memories (and its notes up to `notes_upto`): each
     memory counts as applied in the session, and as an access (its decay clock restarts; seeds/003
     §18: every injection is one). The caller holds the session row locked."""
-    pad = _cached(session)
+    pad = _take_cached(session)
     with connection.cursor() as cursor:
         cursor.execute(
             """
             UPDATE observer_session SET injected_memory_ids = injected_memory_ids || ARRAY(
                     SELECT m FROM unnest(%s::uuid[]) AS m WHERE NOT m = ANY(injected_memory_ids)),
                 scratchpad = jsonb_set(scratchpad, '{notes_injected}', to_jsonb(%s::int)),
-                scratchpad_version = scratchpad_version + 1
-            WHERE id = %s RETURNING scratchpad_version
+                scratchpad_version = scratchpad_version + 1, scratchpad_stamp = gen_random_uuid()
+            WHERE id = %s RETURNING scratchpad_version, scratchpad_stamp
             """,
             [[str(i) for i in memory_ids], notes_upto, str(session.id)],
         )
-        (session.scratchpad_version,) = cursor.fetchone()
+        session.scratchpad_version, session.scratchpad_stamp = cursor.fetchone()
     if pad is not None:
         pad.notes_injected = notes_upto
         _remember(session, pad)
