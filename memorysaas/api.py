@@ -9,12 +9,13 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError
 from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.openapi.schema import OpenAPISchema
 from ninja.parser import Parser
 
 from apps.tenants.auth import principal_auth
+from apps.tenants.ratelimit.throttle import refusal_of, request_throttle
 from memorysaas.errors import (
     UNREADABLE_REQUEST,
     ApiError,
@@ -73,6 +74,10 @@ ERROR_DESCRIPTIONS = {
     404: "Not found, or not visible to the caller (`not_found`).",
     415: "The body is not application/json (`unsupported_media_type`).",
     422: "The request is not valid (`validation_error`); `details` says where.",
+    429: (
+        "Over a rate limit (`rate_limited`): the key's, its organization's, or its address's after"
+        " failed authentications; `Retry-After` and `details` say when to try again."
+    ),
 }
 
 
@@ -80,7 +85,7 @@ def error_responses(operation: dict) -> dict[int, dict]:
     """The error responses every operation of this shape can give (its own declared ones aside)."""
     statuses = set()
     if operation.get("security"):
-        statuses |= {401, 403}
+        statuses |= {401, 403, 429}
     parameters = operation.get("parameters", [])
     if any(p.get("in") == "path" for p in parameters):
         statuses.add(404)
@@ -121,6 +126,7 @@ api = Api(
     description="Memory for AI coding agents. Authenticate with `Authorization: Bearer msk_…`.",
     urls_namespace="api",
     auth=principal_auth,
+    throttle=[request_throttle],
     parser=JsonOnlyParser(),
     docs_url="/docs",
     openapi_url="/openapi.json",
@@ -155,6 +161,11 @@ def on_data_error(request, exc: DataError):
 @api.exception_handler(AuthenticationError)
 def on_authentication_error(request, exc: AuthenticationError):
     return error_response(401, "Authentication required: send 'Authorization: Bearer <api key>' or sign in.")
+
+
+@api.exception_handler(Throttled)
+def on_throttled(request, exc: Throttled):
+    return envelope_for(refusal_of(request))
 
 
 @api.exception_handler(HttpError)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -45,6 +46,14 @@ class Forbidden(ApiError):
         super().__init__(403, message, **kwargs)
 
 
+class RateLimited(ApiError):
+    """429: over a rate limit. The response carries `Retry-After` (whole seconds, at least 1)."""
+
+    def __init__(self, message: str, *, retry_after: float, details: Any = None) -> None:
+        super().__init__(429, message, code="rate_limited", details=details)
+        self.retry_after = max(1, math.ceil(retry_after))
+
+
 class Invalid(ApiError):
     def __init__(self, message: str, *, details: Any = None, code: str = "validation_error") -> None:
         super().__init__(422, message, code=code, details=details)
@@ -72,7 +81,10 @@ def error_response(
 
 
 def envelope_for(exc: ApiError) -> JsonResponse:
-    return error_response(exc.status, exc.message, code=exc.code, details=exc.details)
+    response = error_response(exc.status, exc.message, code=exc.code, details=exc.details)
+    if isinstance(exc, RateLimited):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 # What Django's request parsing raises on a request it will not read (too many fields or files,

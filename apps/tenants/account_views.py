@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apps.tenants import gdpr, services
 from apps.tenants.dashboard import _principal, org_page
 from apps.tenants.models import ApiKey, DataExport, Device, ExportFormat, ExportStatus
+from apps.tenants.ratelimit.throttle import charge_export
 from apps.tenants.roles import Perm
 from memorysaas.errors import ApiError
 
@@ -114,7 +115,10 @@ def data(request):
 @require_POST
 def export_create(request):
     form = ExportForm(request.POST)
-    if form.is_valid():
+    refused = charge_export(request.user)
+    if refused is not None:
+        messages.error(request, refused.message)
+    elif form.is_valid():
         gdpr.export_request(user=request.user, fmt=form.cleaned_data["format"])
         messages.success(
             request, "Your export is being prepared; it appears below and we email you when it is ready."
@@ -180,7 +184,10 @@ def org_settings(request, org):
 @require_POST
 def org_export_create(request, org):
     form = ExportForm(request.POST)
-    if form.is_valid():
+    refused = charge_export(request.user, org)
+    if refused is not None:
+        messages.error(request, refused.message)
+    elif form.is_valid():
         gdpr.export_request(user=request.user, fmt=form.cleaned_data["format"], organization=org)
         messages.success(request, f"The export of {org.name} is being prepared.")
     return redirect("org_settings", org.slug)

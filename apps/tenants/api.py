@@ -10,6 +10,7 @@ from pydantic import field_validator
 
 from apps.tenants import selectors, services
 from apps.tenants.models import Methodology
+from apps.tenants.ratelimit.usage import usage_for
 from apps.tenants.roles import API_KEY_SCOPES, Perm
 from memorysaas.errors import Invalid, conflict
 from memorysaas.health import health_report
@@ -233,3 +234,43 @@ def api_keys_revoke(request, org: str, key_id: UUID):
     organization = _admin_org(request, org)
     api_key = selectors.api_key_get(principal=request.auth, organization=organization, key_id=key_id)
     return services.api_key_revoke(api_key=api_key, actor=request.auth)
+
+class LimitOut(OutputSchema):
+    per_minute: int
+    burst: int
+
+
+class UseOut(OutputSchema):
+    used: float = Field(description="How full the bucket is, in requests (0: untouched).")
+    remaining: int = Field(description="Requests of weight 1 that would pass now.")
+    retry_after_seconds: int = Field(description="0, or how long until one more request passes.")
+
+
+class OrgUseOut(LimitOut, UseOut):
+    pass
+
+
+class KeyUseOut(UseOut):
+    id: UUID
+    name: str
+    prefix: str
+
+
+class LimitsOut(OutputSchema):
+    enabled: bool
+    store: str = Field(description="Where the counters live: `redis` or `postgres`.")
+    custom: bool = Field(description="Whether this organization has limits of its own, not the defaults.")
+    weights: dict[str, int] = Field(description="What an expensive operation counts, in requests.")
+    failed_auth_per_address: LimitOut
+    organization: OrgUseOut
+    per_key: LimitOut
+    api_keys: list[KeyUseOut]
+
+
+@router.get("/orgs/{org}/limits", response=LimitsOut)
+def org_limits(request, org: str):
+    """The organization's rate limits and how much of them it and each active key use now
+    (admins). A request counts against its key's bucket, then its organization's."""
+    organization = _admin_org(request, org)
+    keys = selectors.api_keys_for(principal=request.auth, organization=organization).active()
+    return usage_for(organization=organization, api_keys=keys)

@@ -67,6 +67,9 @@ class TenantsConfig(AppConfig):
         connection_created.connect(use_c_timestamptz_loader, dispatch_uid="memorysaas.c_timestamptz_loader")
 
         register_schedule("tenants.deletions", "apps.tenants.tasks.deletions_process_due_task", "D")
+        register_schedule(
+            "tenants.ratelimit_sweep", "apps.tenants.ratelimit.tasks.sweep_task", "I", minutes=15
+        )
         post_migrate.connect(ensure_schedules, dispatch_uid="memorysaas.ensure_schedules")
         user_logged_out.connect(_close_their_sockets, dispatch_uid="tenants.close_sockets")
         pre_delete.connect(

@@ -453,3 +453,43 @@ class DataExport(models.Model):
             and self.expires_at is not None
             and self.expires_at > timezone.now()
         )
+
+
+class OrganizationLimits(models.Model):
+    """An organization's own request-rate limits, set by the service's operator (the Django admin
+    or `manage.py org_limits`). An empty field keeps the default from settings (RATE_LIMIT_*)."""
+
+    organization = models.OneToOneField(
+        Organization, on_delete=models.CASCADE, primary_key=True, related_name="limits"
+    )
+    key_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Per API key or person.")
+    key_burst = models.PositiveIntegerField(null=True, blank=True)
+    org_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="All of the organization's keys together."
+    )
+    org_burst = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "organization limits"
+        constraints = [
+            models.CheckConstraint(condition=Q(**{f"{name}__gte": 1}), name=f"limits_{name}_positive")
+            for name in ("key_per_minute", "key_burst", "org_per_minute", "org_burst")
+        ]
+
+    def __str__(self) -> str:
+        return f"limits of {self.organization_id}"
+
+
+class RateLimitBucket(models.Model):
+    """One rate-limit counter of the PostgreSQL store (apps/tenants/ratelimit/stores.py): the time,
+    in epoch seconds, at which the bucket is empty again. Written by one UPSERT per request, so
+    every process shares it; the table is unlogged (a crash that empties it forgives everyone)."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    tat = models.FloatField()
+    allowed = models.BooleanField(default=True)
+    checked_at = models.FloatField()
+
+    def __str__(self) -> str:
+        return self.key

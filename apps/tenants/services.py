@@ -22,6 +22,7 @@ from apps.tenants.models import (
     Invitation,
     Membership,
     Organization,
+    OrganizationLimits,
     Project,
     Team,
     TeamMembership,
@@ -258,7 +259,12 @@ def api_key_authenticate(raw: str) -> ApiKey | None:
     _, prefix, secret = parts
     if not (prefix.isascii() and prefix.isalnum() and secret.isascii() and secret.isalnum()):
         return None
-    api_key = ApiKey.objects.select_related("created_by", "device__user").filter(prefix=prefix).first()
+    # (the organization's rate limits come along: every request with a key is charged against them)
+    api_key = (
+        ApiKey.objects.select_related("created_by", "device__user", "organization__limits")
+        .filter(prefix=prefix)
+        .first()
+    )
     if api_key is None:
         hash_api_secret(secret)  # same work either way
         return None
@@ -475,3 +481,39 @@ def device_remove(*, device: Device, actor: Principal) -> None:
     audit_record(actor=actor, action="device.removed", target=device)
     device.delete()
     access_changed(device.organization_id)
+
+
+LIMIT_FIELDS = ("key_per_minute", "key_burst", "org_per_minute", "org_burst")
+
+
+@transaction.atomic
+def organization_limits_set(
+    *, organization: Organization, actor: Principal, limits: dict[str, int | None]
+) -> OrganizationLimits | None:
+    """Give the organization rate limits of its own (a field left None keeps the default); with
+    every field None, its own limits are removed. The operator's tool: no role in the
+    organization lets its members raise their own limits."""
+    unknown = sorted(set(limits) - set(LIMIT_FIELDS))
+    if unknown:
+        raise Invalid(f"Unknown limits {unknown}; known: {list(LIMIT_FIELDS)}.")
+    values = {name: limits.get(name) for name in LIMIT_FIELDS}
+    current = OrganizationLimits.objects.filter(organization=organization).first()
+    if all(value is None for value in values.values()):
+        if current is not None:
+            current.delete()
+        row = None
+    else:
+        row = current or OrganizationLimits(organization=organization)
+        for name, value in values.items():
+            setattr(row, name, value)
+        row.full_clean()
+        row.save()
+    described = ", ".join(f"{name}={value}" for name, value in values.items() if value is not None)
+    audit_record(
+        actor=actor,
+        action="organization.limits_set",
+        organization=organization,
+        target=organization,
+        metadata={"limits": described or "defaults"},
+    )
+    return row

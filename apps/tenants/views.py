@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apps.tenants import selectors, services
 from apps.tenants.dashboard import _principal, org_page
 from apps.tenants.forms import ApiKeyForm, InvitationForm, ProjectForm, RoleForm
+from apps.tenants.ratelimit.usage import usage_for
 from apps.tenants.roles import PERMISSION_LABELS, ROLE_ORDER, ROLE_PERMISSIONS, Perm
 from memorysaas.errors import ApiError, NotFound
 
@@ -173,11 +174,21 @@ def invitation_accept(request, token: str):
     return render(request, "tenants/invitation.html", {"invitation": invitation})
 
 
+def _limits(request, org) -> dict | None:
+    """The organization's rate limits and their use, or None while the counters cannot be read."""
+    keys = selectors.api_keys_for(principal=request.principal, organization=org).active()
+    try:
+        return usage_for(organization=org, api_keys=keys)
+    except ApiError:
+        return None
+
+
 def _keys_context(request, org, **extra):
     projects = selectors.projects_for(principal=request.principal, organization=org)
     return {
         "org": org,
         "keys": selectors.api_keys_for(principal=request.principal, organization=org),
+        "limits": _limits(request, org),
         "form": extra.pop("form", None) or ApiKeyForm(projects=projects),
         "form_token": uuid.uuid4().hex,  # one key per form shown: a reload of the answer makes none
         **extra,

@@ -280,3 +280,32 @@ MEMORY_HNSW_MAX_SCAN_TUPLES = env_int("MEMORY_HNSW_MAX_SCAN_TUPLES", 40000)
 # larger than the memories left (after mass deletes) lost to an exact scan of a 20K-memory
 # project (28 ms where the index answers in 5); 1.1 is the usual figure for SSDs.
 DATABASE_RANDOM_PAGE_COST = float(env_str("DATABASE_RANDOM_PAGE_COST", "1.1"))
+# ---------------------------------------------------------------- rate limits (apps/tenants/ratelimit)
+# Every API request is charged to its key (or signed-in person), then to the key's organization:
+# a rate per minute with a burst, as token buckets. An organization's own limits (the
+# OrganizationLimits model, `manage.py org_limits`) replace these defaults.
+RATE_LIMIT_ENABLED = env_bool("RATE_LIMIT_ENABLED", True)
+RATE_LIMIT_KEY_PER_MINUTE = env_int("RATE_LIMIT_KEY_PER_MINUTE", 600)
+RATE_LIMIT_KEY_BURST = env_int("RATE_LIMIT_KEY_BURST", 120)
+RATE_LIMIT_ORG_PER_MINUTE = env_int("RATE_LIMIT_ORG_PER_MINUTE", 3000)
+RATE_LIMIT_ORG_BURST = env_int("RATE_LIMIT_ORG_BURST", 600)
+# What an expensive operation counts, in requests (apps/tenants/ratelimit/policy.py names them).
+RATE_LIMIT_WEIGHTS = {
+    "search": env_int("RATE_LIMIT_WEIGHT_SEARCH", 5),
+    "context": env_int("RATE_LIMIT_WEIGHT_CONTEXT", 5),
+    "graph_index": env_int("RATE_LIMIT_WEIGHT_GRAPH_INDEX", 30),
+    "export": env_int("RATE_LIMIT_WEIGHT_EXPORT", 30),
+}
+# Failed authentications (a malformed, unknown, expired or revoked key) per client address: past
+# the burst, the address gets 429 before its key is looked at, and one more try per 60/rate s.
+RATE_LIMIT_FAILED_AUTH_PER_MINUTE = env_int("RATE_LIMIT_FAILED_AUTH_PER_MINUTE", 10)
+RATE_LIMIT_FAILED_AUTH_BURST = env_int("RATE_LIMIT_FAILED_AUTH_BURST", 30)
+# Where the counters live, shared by every process: "redis" or "postgres" (an unlogged table).
+RATE_LIMIT_STORE = env_str("RATE_LIMIT_STORE") or ("redis" if REDIS_URL else "postgres")
+RATE_LIMIT_REDIS_PREFIX = env_str("RATE_LIMIT_REDIS_PREFIX", "memorysaas:ratelimit:")
+# A request from one of these addresses came through a proxy: the client is the nearest address
+# in X-Forwarded-For outside them. Loopback and the private ranges, where a load balancer sits.
+RATE_LIMIT_TRUSTED_PROXIES = env_list(
+    "RATE_LIMIT_TRUSTED_PROXIES",
+    ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"],
+)

@@ -23,3 +23,6 @@ SEARCH_CONCURRENT = False
 MEDIA_ROOT = BASE_DIR / ".data" / "test-media"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = None  # served from the finders; collectstatic is for production
+# The suite makes thousands of requests with one key; tests/tenants/test_rate_limits.py turns
+# the limits on where it tests them.
+RATE_LIMIT_ENABLED = False
