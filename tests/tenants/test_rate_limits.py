@@ -444,24 +444,37 @@ def _wait_until_serving(port: int, process: subprocess.Popen) -> None:
     raise AssertionError(f"daphne on {port} never served")
 
 
-@pytest.fixture
-def two_daphnes():
-    """Two web processes sharing the test database and Redis, with tight limits on."""
+@contextlib.contextmanager
+def _store_env(store: str):
+    """The environment that points a web process at `store` (with a Redis prefix of its own)."""
+    env = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}
+    if store == "postgres":
+        yield {**env, "RATE_LIMIT_STORE": "postgres"}
+        return
     url = _redis_url()
     with _redis_prefix(url) as prefix:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local",
-            "DATABASE_URL": database_url(),
+        yield {
+            **env,
             "REDIS_URL": url,
             "CHANNELS_PREFIX": prefix,
+            "RATE_LIMIT_STORE": "redis",
+            "RATE_LIMIT_REDIS_PREFIX": prefix,
+        }
+
+
+@pytest.fixture(params=["postgres", pytest.param("redis", marks=pytest.mark.redis)])
+def two_daphnes(request):
+    """Two web processes sharing the test database (and Redis), with tight limits on."""
+    with _store_env(request.param) as store_env:
+        env = {
+            **store_env,
+            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local",
+            "DATABASE_URL": database_url(),
             "SECRET_KEY": settings.SECRET_KEY,
             "API_KEY_HMAC_KEY": settings.API_KEY_HMAC_KEY,
             "DB_CONN_MAX_AGE": "0",
             "MODELS_WARM_AT_START": "0",
             "RATE_LIMIT_ENABLED": "1",
-            "RATE_LIMIT_STORE": "redis",
-            "RATE_LIMIT_REDIS_PREFIX": prefix,
             "RATE_LIMIT_KEY_BURST": "6",
             "RATE_LIMIT_KEY_PER_MINUTE": "1",
             "RATE_LIMIT_FAILED_AUTH_BURST": "4",
@@ -479,7 +492,6 @@ def two_daphnes():
                 process.wait(timeout=30)
 
 
-@pytest.mark.redis
 @pytest.mark.django_db(transaction=True)
 def test_two_web_processes_share_the_counters(alice, charlie, two_daphnes):
     """Requests alternate between two daphne processes: together they get the burst, not twice
