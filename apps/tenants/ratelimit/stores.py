@@ -124,7 +124,9 @@ SQL_SWEEP = "DELETE FROM tenants_ratelimitbucket WHERE tat < extract(epoch FROM 
 
 
 class PostgresStore:
-    """One row a bucket in an unlogged table, on the request's own database connection."""
+    """One row a bucket in an unlogged table, on the request's own database connection. A take
+    runs before the view, outside any transaction, so it holds the row's lock for one statement;
+    inside a long transaction it would hold up every request on that bucket until the commit."""
 
     name = "postgres"
 
