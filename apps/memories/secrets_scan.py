@@ -1,40 +1,89 @@
 """The secret scanner that runs before any memory text is stored (V5 §16).
 
 detect-secrets' plugins find what they know (AWS, GitHub, Slack, Stripe, JWTs, private keys,
-keyword assignments, high-entropy strings, …); the patterns below cover what they lack, such as
-Anthropic and OpenAI project keys. Every hit is replaced by `[REDACTED:<kind>]`. Pure: no Django.
+keyword assignments, high-entropy strings, …), with one plugin of ours beside them (a bare AWS
+secret access key); the patterns below cover what they lack, such as Anthropic and OpenAI project
+keys and passwords stated in prose. Every hit is replaced by `[REDACTED:<kind>]`. Pure: no Django.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any
+
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.plugins.base import BasePlugin
+from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+from detect_secrets.plugins.keyword import DENYLIST
+from detect_secrets.settings import default_settings
 
 # An assignment to a credential-named variable: DB_PASSWORD=…, "client_secret": "…",
 # aws_secret_access_key = …; its value is a redaction candidate (see `_is_literal_credential`).
 # The match starts at the credential word: whatever prefixes it (`DB_`, `aws_`) changes nothing
 # in what is replaced, and matching it too made the engine try every word of the text.
 _CREDENTIAL_NAME = (
-    r"(?:password|passwd|pwd|secret|token|api[_-]?key|private[_-]?key)"
+    r"(?:password|passwd|pwd|(?<![A-Za-z])pw|secret|token|api[_-]?key|private[_-]?key)"
     r"(?:[_-]?(?:access[_-]?)?key)?[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
 )
 # A value runs to whitespace or a quote (greedy: a lazy value before a lookahead was quadratic
 # on runs of punctuation); `replace` keeps an unquoted value's trailing punctuation out of it.
 _VALUE = r"(?P<quote>[\"'`]?)(?!\[REDACTED)(?P<value>[^\s\"'`]{4,})(?P=quote)"
 _TRAILING = ".,;:!?)]}>"
+_TRAILING_IN_PROSE = ".,;:?)]}>"  # ("… is ufUxbvJDCT9!": prose leaves the `!` to the password)
+# A password stated in prose: "the db password is ufUxbvJDCT9!", "pw for staging was …". (Not
+# `pwd`: "pwd is /home/me/shop" is the shell's working directory.)
+_PASSWORD_STATED = (
+    r"(?<![A-Za-z])(?:password|passwd|pw)(?:[ \t]+(?:for|of|on)[ \t]+[\w.@\-]+)?"
+    r"[ \t]+(?:(?:is|was)(?:[ \t]+now)?|(?:(?:is|was|been)[ \t]+)?(?:set|changed)[ \t]+to):?[ \t]+"
+)
+
+
+# A word (`keep`, `None`, `user_password`) or a dotted name without digits (`settings.API_KEY`,
+# `request.user.auth_token`; `s3cr3t.P4ss` is no name).
+_WORD_OR_NAME = re.compile(r"[A-Za-z_\-]+|[A-Za-z_]+(?:\.[A-Za-z_]+)+")
+
+
+def _is_literal_credential(value: str, *, quoted: bool) -> bool:
+    """Whether an assigned value looks like a credential rather than code or prose."""
+    if value.startswith(("<", "$", "{", "%")) or not any(c.isalnum() for c in value):
+        return False  # a placeholder or a reference: <password>, ***, ${DB_PASSWORD}, {token}, %(pw)s
+    if quoted:
+        return True
+    # Unquoted: not a call or subscript (`os.getcwd()`, `os.environ[`), a word (`keep`, `None`)
+    # or a name (`user_password`, `settings.API_KEY`).
+    return not (any(c in "([{" for c in value) or _WORD_OR_NAME.fullmatch(value))
+
+
+# What prose says a password *is* besides itself: a hashing or encoding scheme, a word in one
+# case and a number (`sha256`, `SHA-256`, `Argon2id`, `pbkdf2_sha256`, `base64-encoded`,
+# `utf-8`), or a path. (`ufUxbvJDCT9` mixes the cases inside its letters: no scheme is written so.)
+_SCHEME = re.compile(r"(?:[a-z]*|[A-Z]*|[A-Z][a-z]+)[-_]?\d+(?:[a-z]*|[A-Z]*)(?:[-_][A-Za-z0-9]+)*")
+
+
+def _is_stated_password(value: str, *, quoted: bool) -> bool:
+    """Whether what follows "password is" is one, rather than what the code does with it
+    ("password is hashed!", "… is sha256-hashed", "… is in ~/.pgpass"). Stricter than an
+    assignment's test: prose that names a scheme reads like a value, so a letters-and-a-number
+    password stated in prose ("hunter2") is kept, while `password=hunter2` is not."""
+    if not _is_literal_credential(value.rstrip("!"), quoted=quoted):
+        return False
+    return quoted or not (value.startswith(("/", "~", ".")) or _SCHEME.fullmatch(value))
 
 
 # Patterns detect-secrets does not ship (or ships only in narrower forms). Each names the
 # lower-case literals one of which every match holds: text holding none skips the pattern, so a
-# long tool output costs a few substring searches instead of fifteen regex walks.
+# long tool output costs a few substring searches instead of fifteen regex walks. A pattern with
+# a `value` group replaces only that, and only when `literal(value, quoted=…)` says it is one.
 @dataclass(frozen=True)
 class Pattern:
     kind: str
     hints: tuple[str, ...]
     regex: re.Pattern[str]
+    literal: Callable[..., bool] | None = None
+    trailing: str = _TRAILING
 
 
 _GITLAB_PREFIXES = ("glpat", "gldt", "glft", "glsoat", "glrt", "glcbt", "glimt", "glptt", "glagent", "gloas")
@@ -77,11 +126,18 @@ EXTRA_PATTERNS: tuple[Pattern, ...] = (
             r"(?!\[REDACTED)(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)"
         ),
     ),
-    # Every credential name holds one of these (`pwd`, `passwd`, `api_key`, `client_secret`, …).
+    # Every credential name holds one of these (`pw`, `passwd`, `api_key`, `client_secret`, …).
     Pattern(
         "password_assignment",
-        ("pass", "pwd", "secret", "token", "key"),
+        ("pass", "pw", "secret", "token", "key"),
         re.compile(rf"(?i){_CREDENTIAL_NAME}{_VALUE}"),
+    ),
+    Pattern(
+        "password_in_prose",
+        ("pass", "pw"),
+        re.compile(rf"(?i){_PASSWORD_STATED}{_VALUE}"),
+        literal=_is_stated_password,
+        trailing=_TRAILING_IN_PROSE,
     ),
 )
 # Any pattern's hint: most strings (paths, short outputs) hold none and skip the patterns at once.
@@ -96,22 +152,6 @@ def _folded(text: str) -> str:
     if text.isascii() or not any(letter in text for letter in "ſıİK"):
         return text.lower()
     return text.translate(_ASCII_FOLDS).lower()
-
-
-# A word (`keep`, `None`, `user_password`) or a dotted name without digits (`settings.API_KEY`,
-# `request.user.auth_token`; `s3cr3t.P4ss` is no name).
-_WORD_OR_NAME = re.compile(r"[A-Za-z_\-]+|[A-Za-z_]+(?:\.[A-Za-z_]+)+")
-
-
-def _is_literal_credential(value: str, *, quoted: bool) -> bool:
-    """Whether an assigned value looks like a credential rather than code or prose."""
-    if value.startswith(("<", "$", "{", "%")) or not any(c.isalnum() for c in value):
-        return False  # a placeholder or a reference: <password>, ***, ${DB_PASSWORD}, {token}, %(pw)s
-    if quoted:
-        return True
-    # Unquoted: not a call or subscript (`os.getcwd()`, `os.environ[`), a word (`keep`, `None`)
-    # or a name (`user_password`, `settings.API_KEY`).
-    return not (any(c in "([{" for c in value) or _WORD_OR_NAME.fullmatch(value))
 
 
 _SKIP_PLUGINS = {
@@ -133,13 +173,44 @@ class ScanResult:
         return bool(self.kinds)
 
 
+class AWSSecretAccessKeyDetector(Base64HighEntropyString):
+    """A bare AWS secret access key: 40 base64 characters standing alone (on a line of their
+    own, in prose, after `=` or `:`). detect-secrets' AWS plugin finds one only after an
+    `aws…key` name and in quotes, its high-entropy plugin only in quotes.
+
+    The key holds upper and lower case and a digit (a git sha or a hex digest has one case) and
+    passes the high-entropy plugin's limit; or, a little under it, holds no run of six lower-case
+    letters: identifiers and paths are made of words (`Organization`, `minimumResults`), a random
+    key hardly ever is."""
+
+    secret_type = "AWS Secret Access Key"
+    _TOKEN = re.compile(r"(?:^|(?<=[\s\"'`=:(\[{,]))([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
+    _WORD = re.compile(r"[a-z]{6}")
+    _WORDLESS_LIMIT = 4.0
+
+    def analyze_string(self, string: str) -> Iterator[str]:
+        for token in self._TOKEN.findall(string):
+            if self._is_key(token):
+                yield token
+
+    def _is_key(self, token: str) -> bool:
+        if token.isupper() or token.islower() or not any(c.isdigit() for c in token):
+            return False
+        entropy = self.calculate_shannon_entropy(token)
+        return entropy > self.entropy_limit or (
+            entropy > self._WORDLESS_LIMIT and not self._WORD.search(token)
+        )
+
+    def analyze_line(self, filename: str, line: str, line_number: int = 0, context=None, **kwargs):
+        # (the high-entropy plugin's own filter would drop the keys under its limit again)
+        return BasePlugin.analyze_line(
+            self, filename=filename, line=line, line_number=line_number, context=context
+        )
+
+
 @cache
 def _detect_secrets_plugins() -> tuple:
-    try:
-        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    except ImportError:  # the extra patterns still run
-        return ()
-    plugins = []
+    plugins: list[BasePlugin] = [AWSSecretAccessKeyDetector()]
     for cls in get_mapping_from_secret_type_to_class().values():
         if cls.__name__ in _SKIP_PLUGINS:
             continue
@@ -155,8 +226,6 @@ def _keyword_gate() -> re.Pattern[str]:
     """What a line needs for detect-secrets' KeywordDetector to find anything: one of its
     credential words (`api_?key`, `db_?pass`, `password`, `secret`, …), lower-cased. That plugin
     is the slowest, and code is full of other `key`s."""
-    from detect_secrets.plugins.keyword import DENYLIST
-
     return re.compile("|".join(DENYLIST))
 
 
@@ -203,8 +272,6 @@ class Findings:
         plugins = _detect_secrets_plugins()
         if not plugins or not todo:
             return
-        from detect_secrets.settings import default_settings
-
         keyword_gate = _keyword_gate()
         with default_settings():
             for line in todo:
@@ -245,6 +312,25 @@ def plugin_findings(texts: Iterable[str]) -> Findings:
 _SHORTEST_SECRET = 8
 
 
+def _replace(match: re.Match[str], *, extra: Pattern, kinds: list[str]) -> str:
+    """A match of `extra` replaced by its marker (noted in `kinds`), or left as it is."""
+    if "value" not in extra.regex.groupindex:
+        kinds.append(extra.kind)
+        return f"[REDACTED:{extra.kind}]"
+    # Assignments, stated passwords and Authorization headers: only the value goes, and only a
+    # literal credential (backticks mark code in Markdown, not a string); an unquoted value's
+    # trailing punctuation ends a sentence or a list, not the secret.
+    quoted = match.groupdict().get("quote") in ('"', "'")
+    value = match.group("value") if quoted else match.group("value").rstrip(extra.trailing)
+    literal = extra.literal or _is_literal_credential
+    if len(value) < 4 or not literal(value, quoted=quoted):
+        return match.group(0)
+    kinds.append(extra.kind)
+    start = match.start("value") - match.start()
+    whole = match.group(0)
+    return whole[:start] + f"[REDACTED:{extra.kind}]" + whole[start + len(value) :]
+
+
 def scan(text: str, found: Findings | None = None) -> ScanResult:
     """`text` with every secret replaced by `[REDACTED:<kind>]`, and the kinds found.
     `found`: plugin hits computed beforehand by `plugin_findings` over this text (and others);
@@ -256,25 +342,7 @@ def scan(text: str, found: Findings | None = None) -> ScanResult:
     for extra in EXTRA_PATTERNS if _ANY_HINT.search(lowered) else ():
         if not any(hint in lowered for hint in extra.hints):
             continue
-        kind, pattern = extra.kind, extra.regex
-
-        def replace(match: re.Match[str], kind: str = kind, pattern: re.Pattern[str] = pattern) -> str:
-            if "value" not in pattern.groupindex:
-                kinds.append(kind)
-                return f"[REDACTED:{kind}]"
-            # Assignments and Authorization headers: only the value goes, and only a literal
-            # credential (backticks mark code in Markdown, not a string); an unquoted value's
-            # trailing punctuation ends a sentence or a list, not the secret.
-            quoted = match.groupdict().get("quote") in ('"', "'")
-            value = match.group("value") if quoted else match.group("value").rstrip(_TRAILING)
-            if len(value) < 4 or not _is_literal_credential(value, quoted=quoted):
-                return match.group(0)
-            kinds.append(kind)
-            start = match.start("value") - match.start()
-            whole = match.group(0)
-            return whole[:start] + f"[REDACTED:{kind}]" + whole[start + len(value) :]
-
-        text = pattern.sub(replace, text)
+        text = extra.regex.sub(partial(_replace, extra=extra, kinds=kinds), text)
     found = Findings() if found is None else found
     lines = text.splitlines()
     found.cover(lines)
@@ -364,8 +432,8 @@ def _redact_held(key: Any, value: Any, found, kinds: set[str], known: set[str]) 
 # alone matches no pattern. Matched at the key's end, lower-cased: `max_tokens` and
 # `tokenizer` hold no credential, `csrf_token` and `apiKey` do.
 _CREDENTIAL_KEY = re.compile(
-    r"(?:password|passwd|pwd|passphrase|secret|token|api[_-]?key|private[_-]?key|access[_-]?key|"
-    r"credentials?)$"
+    r"(?:password|passwd|pwd|(?<![a-z])pw|passphrase|secret|token|api[_-]?key|private[_-]?key|"
+    r"access[_-]?key|credentials?)$"
 )
 _PASSPHRASE_KEY = re.compile(r"passphrase$")
 _AUTHORIZATION_KEY = re.compile(r"authorization$")

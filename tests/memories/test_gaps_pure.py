@@ -202,6 +202,7 @@ EXTRA_SAMPLES = {
     "url_credentials": "postgres://app:hunter22@db",
     "authorization_token": "AUTHORIZATION: Basic dXNlcjpodW50ZXIyMg==",
     "password_assignment": "Db_PassWord=Tr0ub4dor3xyz",
+    "password_in_prose": "the db PassWord is ufUxbvJDCT9!",
 }
 
 

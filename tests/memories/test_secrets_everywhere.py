@@ -229,3 +229,26 @@ def test_a_redaction_longer_than_its_column_is_cut_to_fit(alice, api_client):
     assert patched.status_code == 200, patched.content
     memory.refresh_from_db()
     assert "Qw3Er5Ty7" not in memory.methodology and len(memory.methodology) <= 40
+
+
+def test_a_bare_aws_secret_key_and_a_password_in_prose_never_reach_a_table(alice, api_client):
+    """An agent's tool output and reasoning hold them as people write them: a key on a line of
+    its own (`cat` of a credentials note), a password in a sentence. Nor does a note promoted
+    from them carry either."""
+    aws_secret, password = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ufUxbvJDCT9!"
+    client = api_client(alice.key)
+    session = client.post(f"projects/{alice.project.id}/sessions", {"session_type": "build"}).json()
+    events = [
+        {"seq": 1, "type": "tool_call", "step": 1, "tool": "Bash", "args": {"command": "cat notes/aws.txt"}},
+        {"seq": 2, "type": "tool_result", "step": 1, "tool": "Bash", "result": f"prod:\n{aws_secret}\n"},
+        {"seq": 3, "type": "reasoning", "step": 1, "text": f"The staging db password is {password} per the notes."},
+        {"seq": 4, "type": "record_memory", "step": 1,
+         "memory": {"type": "gotcha", "content": f"The staging db password is {password}, not the prod one."}},
+    ]  # fmt: skip
+    stored = client.post(f"sessions/{session['id']}/events", {"events": events})
+    assert stored.status_code == 200 and stored.json()["accepted"] == 4, stored.content
+    assert client.post(f"sessions/{session['id']}/validation", {"passed": True}).status_code == 200
+    assert client.post(f"sessions/{session['id']}/complete", {"outcome": "success"}).status_code == 200
+    assert Memory.objects.filter(project=alice.project, content__contains="[REDACTED:").exists()
+    assert tables_holding(aws_secret[:30]) == []
+    assert tables_holding("ufUxbvJDCT9") == []
