@@ -58,7 +58,7 @@ from apps.memories.vectors import (
 )
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
-from apps.tenants.services import api_key_create
+from apps.tenants.services import api_key_create, organization_limits_lift
 
 _STAGE_COLUMNS = "id, org, project, type, content, scope, related_files, emb, lit, a, c, citation, base"
 
@@ -160,6 +160,7 @@ class Command(BaseCommand):
                         name=f"bench {suffix} {n // 4}", slug=f"bench-{suffix}-{n // 4}"
                     )
                 )
+                organization_limits_lift(organization=orgs[-1])
             projects.append(
                 Project.objects.create(organization=orgs[-1], name=f"bench {n}", slug=f"bench-{suffix}-p{n}")
             )

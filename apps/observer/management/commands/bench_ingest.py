@@ -182,6 +182,7 @@ class Command(BaseCommand):
         import httpx
 
         project = Project.objects.create(organization=org, name="ingest", slug="ingest")
+        tenant_services.organization_limits_lift(organization=org)
         _, key = tenant_services.api_key_create(
             organization=org, actor=Principal(), name="bench", scopes=["observer:write", "memories:read"],
             check_permission=False,
