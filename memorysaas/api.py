@@ -206,6 +206,7 @@ def _register_routers() -> None:
         "apps.governance.api",
         "apps.sync.api",
         "apps.insights.api",
+        "apps.agents.api",
     ):
         try:
             router = __import__(module, fromlist=["router"]).router

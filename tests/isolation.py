@@ -7,7 +7,9 @@ fills their parameters with org A's objects and calls them as charlie (org B): e
 - `@world_builder`: creates the app's objects in org A on the shared `World` (alice's side);
 - `@api_param("name")` / `@page_param("name")`: the value of a path parameter, from the world;
 - `@api_request("METHOD", "/api/v1/path/{param}")`: a valid query/body for an operation, so
-  the probe reaches the tenant check instead of failing validation first.
+  the probe reaches the tenant check instead of failing validation first;
+- `api_query_scoped("METHOD", "/api/v1/path")`: an operation whose tenant is a query parameter
+  (its `api_request` names org A's object there).
 
 An operation with a path parameter nobody registered, or a body nobody registered, fails the
 test: a new endpoint cannot ship without its probe.
@@ -28,6 +30,9 @@ PAGE_PARAMS: dict[str, Callable[[World], Any]] = {}
 API_REQUESTS: dict[tuple[str, str], Callable[[World], dict[str, Any]]] = {}
 # Operations without tenant parameters; each has a test of its own that it leaks nothing.
 API_UNSCOPED: dict[tuple[str, str], str] = {}
+# Operations whose tenant a query parameter names (a URL an agent is configured with): their
+# `api_request` puts org A's id there, and they are probed as the path-scoped ones are.
+API_QUERY_SCOPED: set[tuple[str, str]] = set()
 
 
 @dataclass
@@ -75,6 +80,10 @@ def api_request(method: str, path: str):
 
 def api_unscoped(method: str, path: str, why: str) -> None:
     API_UNSCOPED[(method.upper(), path)] = why
+
+
+def api_query_scoped(method: str, path: str) -> None:
+    API_QUERY_SCOPED.add((method.upper(), path))
 
 
 def load_registrations() -> None:

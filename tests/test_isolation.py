@@ -99,7 +99,7 @@ def test_every_api_operation_has_a_probe():
         if (method, path) in isolation.API_UNSCOPED:
             continue
         params = _PARAM.findall(path)
-        if not params:
+        if not params and (method, path) not in isolation.API_QUERY_SCOPED:
             missing.append(
                 f"{method} {path}: no tenant path parameter; register it with api_unscoped and test it"
             )

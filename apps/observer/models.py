@@ -71,6 +71,9 @@ class Session(models.Model):
     parallel_group = models.CharField(max_length=300, blank=True)
     task = models.TextField(blank=True)
     client = models.CharField(max_length=100, blank=True)
+    # The agent's own id for the session (Claude Code's `session_id`), when the agent names it
+    # rather than opening the session through the API: its deliveries find the session by it.
+    external_id = models.CharField(max_length=200, blank=True)
     # The repository's root on the agent's machine: the absolute paths its tools send are stored
     # relative to it (drafts.from_root).
     root = models.CharField(max_length=500, blank=True)
@@ -100,6 +103,13 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"],
+                condition=~Q(external_id=""),
+                name="obs_session_external_unique",
+            ),
+        ]
         indexes = [
             models.Index(fields=["project", "-started_at"], name="obs_session_project_recent"),
             models.Index(fields=["project", "parallel_group"], name="obs_session_parallel"),

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "apps.governance",
     "apps.sync",
     "apps.insights",
+    "apps.agents",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,366 @@
+"""Claude Code's hook deliveries made into the observer's sessions and events, and the context
+each one answers with.
+
+A delivery is handled in two parts. The write (open the session on first sight, number the
+delivery's events, ingest them, record a test run's verdict, complete) is one transaction,
+serialised per session by its `HookSession` row, so deliveries that arrive together, twice or
+out of order leave the state one clean delivery would. The answer (start plan, packed
+/context, step injection) is built afterwards in a transaction of its own. Each part runs
+under a statement timeout: a hook must answer inside Claude Code's timeout, and an answer
+without context is worth more than one that comes too late.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from apps.agents import hooks as H
+from apps.agents.models import HookDelivery, HookSession
+from apps.memories.drafts import clean_paths
+from apps.memories.retrieval import injection_min_confidence
+from apps.memories.search import build_context
+from apps.memories.selectors import memories_visible
+from apps.memories.services import memories_record_access
+from apps.observer import external, selectors
+from apps.observer import services as observer
+from apps.observer.models import Session, SessionStatus
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+from apps.tenants.roles import Perm
+from apps.tenants.selectors import project_get
+from memorysaas.errors import Invalid
+
+logger = logging.getLogger(__name__)
+
+# Statement timeouts (milliseconds) for the two parts of a delivery. Claude Code waits for a
+# hook as long as its `timeout` says (docs/agents/claude-code.md suggests 10 s); these keep a
+# slow database well inside that.
+WRITE_BUDGET_MS = 2000
+CONTEXT_BUDGET_MS = 1500
+TOP_GOTCHAS = 5
+GOTCHA_TYPES = ("gotcha", "error_pattern", "dead_end")
+CLIENT = "claude-code"
+
+
+def hook_project(*, principal: Principal, project_id: UUID | None) -> Project:
+    """The project a delivery is for: the one the key is limited to, or the one the hook's URL
+    names (`?project=<id>`); not found unless the principal sees it, forbidden unless it may
+    write observer events there."""
+    if project_id is None and principal.project_limit is None:
+        raise Invalid(
+            "Name the project: add ?project=<project id> to the hook's URL, or use a key limited to one project.",
+            details={"field": "project"},
+        )
+    return project_get(
+        principal=principal, project_id=project_id or principal.project_limit, permission=Perm.OBSERVER_WRITE
+    )
+
+
+@dataclass
+class Held:
+    """A session's hook state, its row locked for the rest of the transaction."""
+
+    session_id: UUID
+    status: str
+    ab_group: str
+    root: str
+    edited: bool
+    last_seq: int
+    tool_steps: int
+    validated_step: int | None
+    validation_passed: bool | None
+    known: dict[str, int] = field(default_factory=dict)  # keys already delivered → their step
+    opened: bool = False
+
+    @property
+    def open(self) -> bool:
+        return self.status == SessionStatus.OPEN
+
+    @property
+    def control(self) -> bool:
+        return self.ab_group == "control"
+
+
+_HOLD = f"""
+    SELECT h.session_id, s.status, s.ab_group, s.root, cardinality(s.edited_files) > 0, h.last_seq,
+        h.tool_steps, h.validated_step, h.validation_passed,
+        (SELECT json_object_agg(d.key, d.step) FROM {HookDelivery._meta.db_table} d
+         WHERE d.hook_session_id = h.session_id AND d.key = ANY(%s::varchar[]))
+    FROM {HookSession._meta.db_table} h JOIN {Session._meta.db_table} s ON s.id = h.session_id
+    WHERE h.project_id = %s AND s.external_id = %s
+    FOR UPDATE OF h
+"""
+
+
+def _hold(project: Project, external_id: str, keys: list[str]) -> Held | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_HOLD, [keys, str(project.id), external_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    *fields, known = row
+    if isinstance(known, str):  # (json is not decoded by every driver configuration)
+        known = json.loads(known)
+    return Held(*fields, known=known or {})
+
+
+def _hold_or_open(
+    *, principal: Principal, project: Project, hook: H.Hook, keys: list[str], opens: bool
+) -> Held | None:
+    """The session's hook state, locked; the session is opened first when this is its first
+    delivery and `opens`. (Opening waits for any other first delivery of the same id.)"""
+    held = _hold(project, hook.session_id, keys)
+    if held is not None or not opens:
+        return held
+    data = {"session_type": "build", "task": hook.prompt, "root": hook.cwd, "client": CLIENT}
+    session, opened = external.session_open_external(
+        project=project, actor=principal, external_id=hook.session_id, data=data
+    )
+    if opened:
+        HookSession.objects.create(session=session, organization_id=project.organization_id, project=project)
+    held = _hold(project, hook.session_id, keys)
+    if held is not None:
+        held.opened = opened
+    return held
+
+
+_RECORD = f"""
+    WITH added AS (
+        INSERT INTO {HookDelivery._meta.db_table} (hook_session_id, key, step)
+        SELECT %s, u.key, u.step FROM unnest(%s::varchar[], %s::int[]) AS u(key, step))
+    UPDATE {HookSession._meta.db_table} SET last_seq = %s, tool_steps = %s, validated_step = %s,
+        validation_passed = %s, last_delivery_at = now()
+    WHERE session_id = %s
+"""
+
+
+def _record(held: Held, fresh: list[tuple[str, int, dict[str, Any]]]) -> None:
+    """Number the delivery's new events (after the session's last), log their keys, ingest
+    them. `fresh`: (key, step, event) for what this delivery adds."""
+    events = []
+    for _, step, event in fresh:
+        held.last_seq += 1
+        events.append({**event, "seq": held.last_seq, "step": step, "ts": timezone.now().isoformat()})
+    keys = [key for key, _, _ in fresh]
+    with connection.cursor() as cursor:
+        cursor.execute(_RECORD, [str(held.session_id), keys, [s for _, s, _ in fresh], held.last_seq,
+                                 held.tool_steps, held.validated_step, held.validation_passed,
+                                 str(held.session_id)])  # fmt: skip
+    if events:
+        observer.events_ingest(session=held.session_id, events=events)
+
+
+@contextmanager
+def _budget(milliseconds: int) -> Iterator[None]:
+    """A transaction whose every statement gives up after `milliseconds` (a read that runs
+    beside the caller on another connection is not started inside a transaction, so none
+    escapes the limit)."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
+        yield
+
+
+def _within(milliseconds: int, what: str, build: Callable[[], str]) -> str:
+    """`build()`'s text, or "" when it fails or the database is too slow to build it in time."""
+    try:
+        with _budget(milliseconds):
+            return build()
+    except DatabaseError as exc:
+        logger.warning("Hook context (%s) left out: %s", what, exc)
+    except Exception:
+        logger.exception("Hook context (%s) failed", what)
+    return ""
+
+
+# ---------------------------------------------------------------- deliveries
+
+
+def hook_deliver(*, principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+    """Handle one delivery; returns the JSON to answer with ({} for nothing to add)."""
+    handler = _HANDLERS.get(hook.event)
+    if handler is None or not hook.session_id:
+        return {}
+    return handler(principal, project, hook)
+
+
+def _session_start(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+    with _budget(WRITE_BUDGET_MS):
+        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[], opens=True)
+    if held is None or held.control:
+        return {}
+    text = _within(CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(principal, held, gotchas=True))
+    return H.reply(hook.event, text)
+
+
+def _user_prompt(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+    with _budget(WRITE_BUDGET_MS):
+        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[], opens=True)
+        first = held is not None and held.open and (held.opened or _task_set(principal, held, hook.prompt))
+    if held is not None and held.control:
+        return {}
+    # (a session that has ended, one a --resume brought back, still gets context: only the
+    # recording stops)
+    session_id = str(held.session_id) if held is not None and held.open else ""
+    plan = _within(CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(principal, held, gotchas=False)) if first else ""  # fmt: skip
+    context = _within(
+        CONTEXT_BUDGET_MS, "context", lambda: _prompt_context(principal, project, hook, session_id)
+    )
+    return H.reply(hook.event, H.prompt_context_text(plan, context))
+
+
+def _task_set(principal: Principal, held: Held, prompt: str) -> bool:
+    session = selectors.session_get(principal=principal, session_id=held.session_id)
+    return external.session_task_set(session=session, task=prompt)
+
+
+def _pre_tool(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+    """A tool is about to run: its call is recorded (once, by its tool-use id: its PostToolUse
+    may come first), and before an Edit or Write, what is known about that file is added."""
+    if not hook.tool_use_id:  # (paired with its result by nothing: PostToolUse records it)
+        return {}
+    key = H.call_key(hook)
+    with _budget(WRITE_BUDGET_MS):
+        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[key], opens=True)
+        if held is None or not held.open:
+            return {}
+        step = held.known.get(key)
+        if step is None:
+            held.tool_steps += 1
+            step = held.tool_steps
+            _record(held, [(key, step, H.tool_call_event(hook))])
+    file = H.edited_file(hook)
+    if not file or held.control:
+        return {}
+    files = clean_paths([file], held.root)
+    text = _within(CONTEXT_BUDGET_MS, "step injection", lambda: _step_injection(principal, held, step, files))
+    return H.reply(hook.event, text)
+
+
+def _post_tool(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+    """A tool ran (or failed): its call (unless PreToolUse recorded it) and its result are
+    recorded, once; a test run's verdict becomes the session's validation."""
+    call, result = H.call_key(hook), H.result_key(hook)
+    with _budget(WRITE_BUDGET_MS):
+        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[call, result], opens=True)
+        if held is None or not held.open or result in held.known:
+            return {}
+        fresh = []
+        step = held.known.get(call)
+        if step is None:
+            held.tool_steps += 1
+            step = held.tool_steps
+            fresh.append((call, step, H.tool_call_event(hook)))
+        outcome = H.tool_result_event(hook)
+        fresh.append((result, step, outcome))
+        command = H.test_command(hook)
+        verdict = None if hook.is_interrupt or not command else not outcome["is_error"]
+        # The latest test run decides, however late an earlier one's result arrives.
+        if verdict is not None and (held.validated_step is None or step >= held.validated_step):
+            held.validated_step, held.validation_passed = step, verdict
+        else:
+            verdict = None
+        _record(held, fresh)
+        if verdict is not None:
+            observer.validation_record(
+                session=Session(id=held.session_id), actor=principal, passed=verdict, work_unit="",
+                report=f"$ {command}\n{outcome['result'][:1500]}",
+            )  # fmt: skip
+    return {}
+
+
+def _stop(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+    """Claude finished a turn (Stop comes after every answer, not at the session's end): its
+    closing message is recorded as reasoning, once."""
+    if not hook.last_message.strip():
+        return {}
+    key = H.stop_key(hook)
+    with _budget(WRITE_BUDGET_MS):
+        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[key], opens=True)
+        if held is not None and held.open and key not in held.known:
+            _record(held, [(key, held.tool_steps, H.reasoning_event(hook.last_message))])
+    return {}
+
+
+def _session_end(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+    """The session ended: it is completed and its finalize (promotion) queued. Its outcome is
+    its last test run's verdict (H.outcome_for). Ending again changes nothing."""
+    with _budget(WRITE_BUDGET_MS):
+        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[], opens=False)
+        if held is None or not held.open:
+            return {}
+        outcome = H.outcome_for(validated=held.validation_passed, edited=held.edited)
+        observer.session_complete(session=Session(id=held.session_id), outcome=outcome, steps=held.tool_steps)
+    return {}
+
+
+_HANDLERS: dict[str, Callable[[Principal, Project, H.Hook], dict[str, Any]]] = {
+    H.SESSION_START: _session_start,
+    H.USER_PROMPT: _user_prompt,
+    H.PRE_TOOL: _pre_tool,
+    H.POST_TOOL: _post_tool,
+    H.POST_TOOL_FAILURE: _post_tool,
+    H.STOP: _stop,
+    H.SESSION_END: _session_end,
+}
+
+
+# ---------------------------------------------------------------- answers
+
+
+def _start_plan(principal: Principal, held: Held, *, gotchas: bool) -> str:
+    """The session-start plan (prefetch, recipes, work state) and, at SessionStart, the project's
+    strongest warnings; what it hands over counts as injected into the session."""
+    session = selectors.session_get(principal=principal, session_id=held.session_id)
+    plan = selectors.start_context(session=session, principal=principal, files=[])
+    observer.start_injection_record(session=session, start_context=plan)
+    top = _top_gotchas(principal, session) if gotchas else []
+    if top and held.open:
+        new = observer.context_injection_record(
+            session_id=session.id, project=session.project, memory_ids=[g["id"] for g in top]
+        )
+        memories_record_access(memory_ids=new or [])
+    return H.start_plan_text(plan, top)
+
+
+def _top_gotchas(principal: Principal, session: Session) -> list[dict[str, Any]]:
+    project = session.project
+    found = (
+        memories_visible(principal=principal, project=project)
+        .filter(
+            type__in=GOTCHA_TYPES,
+            deprecated=False,
+            disputed=False,
+            stale_at__isnull=True,
+            confidence__gte=injection_min_confidence(project),
+        )
+        .order_by("-confidence", "-updated_at")
+        .values("id", "type", "content")[:TOP_GOTCHAS]
+    )
+    return [{**g, "id": str(g["id"])} for g in found]
+
+
+def _prompt_context(principal: Principal, project: Project, hook: H.Hook, session_id: str) -> str:
+    if not hook.prompt.strip():
+        return ""
+    packed = build_context(
+        principal=principal, project=project, phase=None, task=hook.prompt[:4000], session_id=session_id
+    )
+    return packed["text"]
+
+
+def _step_injection(principal: Principal, held: Held, step: int, files: list[str]) -> str:
+    answer = external.step_injection_for(
+        session_id=held.session_id, principal=principal, step=step, files=files
+    )
+    injection = answer.get("injection")
+    return injection["content"] if injection else ""

@@ -1,0 +1,84 @@
+"""Sessions an agent names by its own id (Claude Code's `session_id`) instead of opening them
+through the API: found by that id inside the project, opened on first sight, once.
+
+An agent's hooks arrive in parallel and may repeat (a retried delivery, two tool calls at once,
+SessionStart racing the first prompt), so opening is serialised per (project, id) and the
+unique constraint on `Session.external_id` backs it up: however the deliveries interleave,
+one id is one session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from apps.memories import secrets_scan
+from apps.observer import selectors, services
+from apps.observer import text as T
+from apps.observer.models import Session, SessionStatus
+from apps.observer.selectors import sessions_visible
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+from memorysaas.locks import hold_until_commit
+
+
+def session_by_external_id(*, principal: Principal, project_id: Any, external_id: str) -> Session | None:
+    """The session of a project the principal sees that the agent calls `external_id`."""
+    return (
+        sessions_visible(principal)
+        .defer("scratchpad")
+        .filter(project_id=project_id, external_id=external_id)
+        .first()
+    )
+
+
+def session_open_external(
+    *, project: Project, actor: Principal, external_id: str, data: dict[str, Any]
+) -> tuple[Session, bool]:
+    """The project's session called `external_id`, opened with `data` (as `session_open` takes
+    it) when there is none yet. Returns it and whether this call opened it."""
+    with transaction.atomic():
+        hold_until_commit(f"observer.external:{project.id}:{external_id}")
+        found = (
+            Session.objects.for_project(project).defer("scratchpad").filter(external_id=external_id).first()
+        )
+        if found is not None:
+            return found, False
+        session = services.session_open(project=project, actor=actor, data=data)
+        session.external_id = external_id
+        session.save(update_fields=["external_id"])
+    return session, True
+
+
+def session_task_set(*, session: Session, task: str) -> bool:
+    """Give a session that has no task yet its task (an agent that opened it before it knew
+    one: Claude Code's first prompt comes after SessionStart). True when this call set it."""
+    # As session_open cleans the task it is given: private spans, then secrets.
+    cleaned = secrets_scan.scan(T.strip_private(task)).text.strip()[:4000]
+    if not cleaned:
+        return False
+    updated = Session.objects.filter(pk=session.pk, task="").update(task=cleaned)
+    if updated:
+        session.task = cleaned
+    return bool(updated)
+
+
+def step_injection_for(
+    *, session_id: Any, principal: Principal, step: int, files: list[str]
+) -> dict[str, Any]:
+    """What to add before a step of an open session (as the step-injection endpoint answers),
+    holding its row as that endpoint does, so two injections at once never give one memory
+    twice. A session that is no longer open gets nothing."""
+    with transaction.atomic():
+        session = (
+            Session.objects.select_for_update()
+            .select_related("project")
+            .filter(pk=session_id, status=SessionStatus.OPEN)
+            .first()
+        )
+        if session is None:
+            return {"step": step, "injection": None, "reason": "session_closed"}
+        return selectors.step_injection(
+            session=session, principal=principal, step=step, files=files, searches=[]
+        )

@@ -1,0 +1,19 @@
+"""Hooks tests embed with the hashing provider (fast, offline) and pin sessions to the memory
+group unless a test asks for the control group."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def hashing_embeddings(settings):
+    settings.EMBEDDING_PROVIDER = "hashing"
+    settings.EMBEDDING_DIMENSIONS = 384
+
+
+@pytest.fixture
+def memory_group(monkeypatch):
+    from apps.observer import services
+
+    monkeypatch.setattr(services, "ab_group", lambda session_id: "memory")
