@@ -33,7 +33,16 @@ async def websocket(scope, receive, send):
     return await app(scope, receive, send)
 
 
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket})
+from apps.agents.mcp_asgi import is_mcp_path, mcp_app  # noqa: E402
+
+
+async def http(scope, receive, send):
+    """The remote MCP server (Streamable HTTP) answers under /mcp; Django everything else."""
+    app = mcp_app if is_mcp_path(scope["path"]) else django_asgi_app
+    return await app(scope, receive, send)
+
+
+application = ProtocolTypeRouter({"http": http, "websocket": websocket})
 
 # The first searches should not wait for the local models to load (apps/memories/precision.py).
 from apps.memories.precision import warm_in_background  # noqa: E402
