@@ -56,6 +56,7 @@ class _SessionManagerHolder:
     def __init__(self, manager: StreamableHTTPSessionManager) -> None:
         self._manager = manager
         self._running: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # (kept: the loop holds tasks only weakly)
 
     async def ready(self) -> None:
         if self._running is None:  # (no await before the assignment: one request starts it)
