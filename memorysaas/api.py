@@ -17,8 +17,10 @@ from ninja.parser import Parser
 from apps.tenants.auth import principal_auth
 from apps.tenants.ratelimit.throttle import refusal_of, request_throttle
 from memorysaas.errors import (
+    DATABASE_UNAVAILABLE,
     UNREADABLE_REQUEST,
     ApiError,
+    database_unavailable_response,
     envelope_for,
     error_response,
     field_errors,
@@ -156,6 +158,14 @@ def on_django_validation_error(request, exc: DjangoValidationError):
 def on_data_error(request, exc: DataError):
     # A value the database cannot hold (out-of-range number, NUL byte) that validation missed.
     return error_response(422, "A value in the request cannot be stored.", code="unstorable_value")
+
+
+def on_database_unavailable(request, exc: Exception):
+    return database_unavailable_response(request, exc)
+
+
+for _unavailable in DATABASE_UNAVAILABLE:
+    api.add_exception_handler(_unavailable, on_database_unavailable)
 
 
 @api.exception_handler(AuthenticationError)

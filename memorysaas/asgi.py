@@ -12,6 +12,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from memorysaas.admission import AdmissionMiddleware  # noqa: E402
 from memorysaas.routing import websocket_urlpatterns  # noqa: E402
 
 sockets = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
@@ -42,7 +43,8 @@ async def http(scope, receive, send):
     return await app(scope, receive, send)
 
 
-application = ProtocolTypeRouter({"http": http, "websocket": websocket})
+# Requests wait at the admission gate, holding no thread or connection, until a place is theirs.
+application = ProtocolTypeRouter({"http": AdmissionMiddleware(http), "websocket": websocket})
 
 # The first searches should not wait for the local models to load (apps/memories/precision.py).
 from apps.memories.precision import warm_in_background  # noqa: E402

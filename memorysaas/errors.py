@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
-from django.http import JsonResponse
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
+
+from memorysaas import dbpool
+
+logger = logging.getLogger(__name__)
 
 STATUS_CODES = {
     400: "bad_request",
@@ -22,6 +28,7 @@ STATUS_CODES = {
     422: "validation_error",
     429: "rate_limited",
     500: "internal_error",
+    503: "database_unavailable",
 }
 
 
@@ -90,6 +97,20 @@ def envelope_for(exc: ApiError) -> JsonResponse:
 # What Django's request parsing raises on a request it will not read (too many fields or files,
 # a field over the memory limit, a broken multipart body).
 UNREADABLE_REQUEST = (SuspiciousOperation, MultiPartParserError, BadRequest)
+
+
+# The database could not be reached or dropped the connection (a restart, no pooled connection
+# free within the pool's timeout): the client can retry shortly, and it is not told a bug hit it.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+DATABASE_RETRY_AFTER_SECONDS = 2
+
+
+def database_unavailable_response(request: HttpRequest, exc: Exception) -> JsonResponse:
+    logger.warning("Database unavailable on %s %s: %s", request.method, request.path, exc)
+    dbpool.sweep_soon()  # (the pool's other idle connections likely died with this one)
+    response = error_response(503, "The database cannot be reached right now; try again in a moment.")
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response
 
 
 def unreadable_request_response(exc: Exception) -> JsonResponse:

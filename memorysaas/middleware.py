@@ -7,7 +7,13 @@ import logging
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from memorysaas.errors import UNREADABLE_REQUEST, error_response, unreadable_request_response
+from memorysaas.errors import (
+    DATABASE_UNAVAILABLE,
+    UNREADABLE_REQUEST,
+    database_unavailable_response,
+    error_response,
+    unreadable_request_response,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +89,8 @@ class ApiErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not _is_api(request):
             return None
+        if isinstance(exception, DATABASE_UNAVAILABLE):
+            return database_unavailable_response(request, exception)
         if isinstance(exception, UNREADABLE_REQUEST):
             logger.warning("Unreadable request on %s %s: %s", request.method, request.path, exception)
             return unreadable_request_response(exception)

@@ -81,6 +81,9 @@ TEMPLATES = [
 ]
 
 
+DB_POOL_MAX = env_int("DB_POOL_MAX", 20)
+
+
 def _database() -> dict:
     url = env_str("DATABASE_URL")
     if url:
@@ -97,10 +100,29 @@ def _database() -> dict:
     if env_bool("DB_POOL", False):  # set by memorysaas.asgi: the web server's connections come from a pool
         db["OPTIONS"] = {
             **db.get("OPTIONS", {}),
-            "pool": {"min_size": 2, "max_size": env_int("DB_POOL_MAX", 20)},
+            # A connection that cannot be made in this time is an error, not a hang.
+            "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 5),
+            "pool": {
+                "min_size": 2,
+                "max_size": DB_POOL_MAX,
+                # The admission gate (memorysaas/admission.py) keeps requests below the pool's
+                # size, so a request waits for a connection only while the database is away:
+                # it then gets a 503 after this many seconds rather than hanging for 30.
+                "timeout": env_int("DB_POOL_TIMEOUT", 3),
+                "max_lifetime": env_int("DB_POOL_MAX_LIFETIME", 600),
+                "max_idle": 300,
+                # A lost connection is reconnected with a doubling delay that gives up after
+                # this long; the next request then starts a fresh attempt at once. With the
+                # library's 5 minutes, delays grew to tens of seconds, and after a database
+                # restart the service stayed down that long.
+                "reconnect_timeout": env_int("DB_POOL_RECONNECT_TIMEOUT", 4),
+            },
         }
         db["CONN_MAX_AGE"] = 0
-        db["CONN_HEALTH_CHECKS"] = False
+        # With a pool, this has the pool check each connection before handing it out (one round
+        # trip): one the database dropped (a restart, an idle timeout) is replaced, not given
+        # to a request; after a request the database failed, memorysaas.dbpool checks them all.
+        db["CONN_HEALTH_CHECKS"] = True
     return db
 
 
@@ -224,6 +246,17 @@ HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
 # 43-46 with one).
 SEARCH_CONCURRENT = env_bool("SEARCH_CONCURRENT", True)
 SEARCH_CONCURRENT_WORKERS = env_int("SEARCH_CONCURRENT_WORKERS", max(1, len(os.sched_getaffinity(0)) - 1))
+# The web server's admission gate (memorysaas/admission.py): requests worked on at once (below
+# the pool's size, which websockets and the health check draw on too), at most this many per
+# client (an API key, a session), and how many more a client may have waiting before it is
+# answered 429. One per CPU per client: search is CPU-bound, and each more request a flooding
+# client runs at once slows everyone else's (bench_flood on 2 CPUs: another tenant's p95 went
+# 2.4-2.6 × its quiet p95 with 2, 3.1-3.2 × with 4).
+WEB_CONCURRENT_REQUESTS = env_int("WEB_CONCURRENT_REQUESTS", max(1, DB_POOL_MAX - 4))
+WEB_CLIENT_CONCURRENT_REQUESTS = env_int(
+    "WEB_CLIENT_CONCURRENT_REQUESTS", max(2, len(os.sched_getaffinity(0)))
+)
+WEB_CLIENT_QUEUE = env_int("WEB_CLIENT_QUEUE", 200)
 COHERE_API_KEY = env_str("COHERE_API_KEY")
 COHERE_BASE_URL = env_str("COHERE_BASE_URL") or None
 COHERE_RERANK_MODEL = env_str("COHERE_RERANK_MODEL", "rerank-v3.5")

@@ -1,0 +1,77 @@
+"""When the database cannot be reached, the API says so quickly: a 503 in the error envelope with
+Retry-After, not a 500 and not a request hanging for the pool's old 30 s. A real daphne (its
+connections from the pool, as production runs) is pointed at an address where no database
+listens."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.processes import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def server_without_database():
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "memorysaas.settings.local",
+        "DATABASE_URL": f"postgresql://nobody@127.0.0.1:{free_port()}/nothing",
+        "DEBUG": "0",
+        "DB_POOL_TIMEOUT": "1",
+        "MODELS_WARM_AT_START": "0",
+        "REDIS_URL": "",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "memorysaas.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    pause = threading.Event()
+    try:
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"daphne exited: {process.stderr.read().decode()[-3000:]}")
+            try:
+                httpx.get(f"{url}/api/v1/health", timeout=10)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "daphne never served"
+                pause.wait(0.05)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_a_request_that_needs_the_database_gets_a_503_envelope_when_it_is_unreachable(
+    server_without_database,
+):
+    for path in ("/api/v1/me", "/api/v1/projects"):
+        response = httpx.get(
+            f"{server_without_database}{path}",
+            headers={"Authorization": "Bearer msk_abcdef_notreal"},
+            timeout=30,
+        )
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] == "database_unavailable"
+        assert set(response.json()["error"]) == {"code", "message", "details"}
+        assert int(response.headers["Retry-After"]) > 0
