@@ -29,3 +29,7 @@ class MemoriesConfig(AppConfig):
 
         # Daily: deprecate after three half-lives unused, delete after the grace, evict the cache.
         register_schedule("memories.decay_and_prune", "apps.memories.tasks.decay_and_prune_task", "D")
+        # Every 5 minutes: memories left pending (their embedding task was lost) are queued again.
+        register_schedule(
+            "memories.embed_stranded", "apps.memories.tasks.embed_stranded_task", "I", minutes=5
+        )

@@ -57,6 +57,7 @@ from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
 from memorysaas.errors import Invalid, field_errors
+from memorysaas.queue import DATABASE_ERRORS
 from memorysaas.realtime import publish_many
 
 logger = logging.getLogger(__name__)
@@ -287,26 +288,34 @@ def _still_saying(memories: Sequence[Memory], texts: Sequence[str]) -> list[int]
     return [i for i, (m, text) in enumerate(zip(memories, texts, strict=True)) if now_text.get(m.id) == text]
 
 
-def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
-    """Compute and store embeddings for these memories (idempotent). Returns how many it stored."""
+def memories_embed(memory_ids: Iterable[UUID | str], *, pending_only: bool = False) -> int:
+    """Compute and store embeddings for these memories (idempotent). Returns how many it stored.
+    `pending_only` passes over those no longer pending (a second delivery, or a sweep's task,
+    finds them done and costs one query).
+
+    Losing the database is raised: the task runs again (memorysaas.queue) and the memories stay
+    pending for it or for the sweep. Anything else that fails marks them `failed`, with the
+    reason, where a person sees them and can retry."""
     from apps.memories.embeddings import embed_cached_with_tokens, get_provider
 
-    memories = list(Memory.objects.filter(id__in=list(memory_ids)))
+    rows = Memory.objects.filter(id__in=list(memory_ids))
+    if pending_only:
+        rows = rows.filter(embedding_status=EmbeddingStatus.PENDING)
+    memories = list(rows)
     if not memories:
         return 0
-    provider = get_provider()
     now = timezone.now()
-    texts = [embedding_text(m) for m in memories]
+    texts: list[str] | None = None
     try:
+        provider = get_provider()
+        texts = [embedding_text(m) for m in memories]
         vectors, tokens = embed_cached_with_tokens(texts, provider)
         second = _precision_vectors(texts) if provider.late_interaction else None
+    except DATABASE_ERRORS:
+        raise
     except Exception as exc:
         logger.exception("Embedding %d memories failed", len(memories))
-        with transaction.atomic():
-            unchanged = [memories[i].id for i in _still_saying(memories, texts)]
-            Memory.objects.filter(id__in=unchanged).update(
-                embedding_status=EmbeddingStatus.FAILED, embedding_error=str(exc)[:300]
-            )
+        _embedding_failed(memories, texts, exc)
         return 0
     with transaction.atomic():
         kept = _still_saying(memories, texts)
@@ -337,6 +346,60 @@ def memories_embed(memory_ids: Iterable[UUID | str]) -> int:
             second and (second[0], [second[1][i] for i in kept]),
         )
     return len(memories)
+
+
+def _embedding_failed(memories: Sequence[Memory], texts: Sequence[str] | None, error: Exception) -> None:
+    """Mark these memories failed with the reason, unless an edit changed what one says since
+    (its own task embeds the new text). Without texts (making them failed), all are marked."""
+    with transaction.atomic():
+        positions = range(len(memories)) if texts is None else _still_saying(memories, texts)
+        Memory.objects.filter(id__in=[memories[i].id for i in positions]).update(
+            embedding_status=EmbeddingStatus.FAILED, embedding_error=str(error)[:300] or type(error).__name__
+        )
+
+
+# Memories still pending this long after their last change lost their task (a worker killed
+# before it acknowledged with a broker that forgets, a queue unreachable at commit, a task that
+# gave up on the database): the sweep queues them again, this many a task, at most
+# STRANDED_LIMIT a run, oldest first.
+STRANDED_BATCH = 100
+STRANDED_LIMIT = 5000
+
+
+def memories_embed_stranded(*, now: datetime | None = None) -> int:
+    """Queue the embedding of memories left pending longer than STRANDED_WORK_AFTER_SECONDS
+    again (a schedule runs this). A memory whose first task is merely late is embedded by
+    whichever runs first; the other finds it done. Returns how many were queued."""
+    from memorysaas.queue import enqueue
+
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.STRANDED_WORK_AFTER_SECONDS)
+    ids = [
+        str(i)
+        for i in Memory.objects.filter(embedding_status=EmbeddingStatus.PENDING, updated_at__lt=cutoff)
+        .order_by("updated_at")
+        .values_list("id", flat=True)[:STRANDED_LIMIT]
+    ]
+    for start in range(0, len(ids), STRANDED_BATCH):
+        enqueue(
+            "apps.memories.tasks.embed_pending_memories",
+            ids[start : start + STRANDED_BATCH],
+            group="memories.embed",
+        )
+    if ids:
+        logger.warning("%d memories were still pending embedding; queued again", len(ids))
+    return len(ids)
+
+
+def memory_embed_retry(*, memory: Memory, actor: Principal) -> Memory:
+    """Try a memory's embedding again (after it failed): pending, its error cleared, queued."""
+    require(actor, memory.organization_id, Perm.MEMORIES_WRITE)
+    with transaction.atomic():
+        Memory.objects.filter(id=memory.id).update(
+            embedding_status=EmbeddingStatus.PENDING, embedding_error=""
+        )
+        _schedule_embedding([memory.id])
+    memory.refresh_from_db()
+    return memory
 
 
 def _precision_vectors(texts: list[str]) -> tuple[str, list[bytes | None]] | None:

@@ -1,10 +1,16 @@
-"""Observer work in the background (django-q2); thin over services and crosssession."""
+"""Observer work in the background (django-q2); thin over services and crosssession.
+
+Each may run more than once (memorysaas.queue): a finalize runs once per session (it locks the
+session and does nothing once the session is completed), and a module's synthesis once per
+threshold (its log row is unique)."""
 
 from __future__ import annotations
 
 from apps.observer import crosssession, services
+from memorysaas.queue import retry_on_database_error
 
 
+@retry_on_database_error
 def finalize_session(session_id: str) -> dict[str, int] | None:
     result = services.session_finalize(session_id)
     if result is None:
@@ -12,13 +18,16 @@ def finalize_session(session_id: str) -> dict[str, int] | None:
     return {"created": len(result.created), "reinforced": len(result.reinforced)}
 
 
+@retry_on_database_error
 def finalize_stalled_task() -> dict[str, int]:
     return {"queued": services.sessions_finalize_stalled()}
 
 
+@retry_on_database_error
 def synthesize_module(project_id: str, module: str, count: int) -> dict[str, int]:
     return crosssession.module_synthesis(project_id=project_id, module=module, session_count=count)
 
 
+@retry_on_database_error
 def cross_module_task() -> dict[str, int]:
     return crosssession.cross_module_all()

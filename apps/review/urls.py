@@ -16,6 +16,7 @@ urlpatterns = [
     path(f"{M}delete/", views.memory_delete, name="memory_delete"),
     path(f"{M}reject/", views.memory_reject, name="memory_reject"),
     path(f"{M}restore/", views.memory_restore, name="memory_restore"),
+    path(f"{M}retry-embedding/", views.memory_embed_retry, name="memory_embed_retry"),
     path(f"{P}sessions/", views.sessions, name="sessions"),
     path(f"{P}sessions/<uuid:session_id>/", views.session_review, name="session_review"),
     path(

@@ -402,6 +402,20 @@ def memory_reject(request, project, memory_id):
     return _done(request, project, result.memory, text)
 
 
+@project_page(Perm.MEMORIES_WRITE)
+@require_POST
+def memory_embed_retry(request, project, memory_id):
+    memory = _memory(request, project, memory_id)
+    if memory.embedding_status != "failed":
+        return _refused(request, project, memory, "Its embedding has not failed: nothing to retry.")
+    memory = memory_services.memory_embed_retry(memory=memory, actor=request.principal)
+    if memory.embedding_status == "ready":
+        return _done(request, project, memory, "Embedded: semantic search finds it again.")
+    if memory.embedding_status == "failed":
+        return _refused(request, project, memory, f"The embedding failed again: {memory.embedding_error}")
+    return _done(request, project, memory, "Queued: its embedding is being computed again.")
+
+
 @project_page(Perm.MEMORIES_REVIEW)
 @require_POST
 def memory_restore(request, project, memory_id):

@@ -70,6 +70,10 @@ class TenantsConfig(AppConfig):
         register_schedule(
             "tenants.ratelimit_sweep", "apps.tenants.ratelimit.tasks.sweep_task", "I", minutes=15
         )
+        # Every 5 minutes: an export whose task was lost is queued again.
+        register_schedule(
+            "tenants.exports_stranded", "apps.tenants.tasks.exports_stranded_task", "I", minutes=5
+        )
         post_migrate.connect(ensure_schedules, dispatch_uid="memorysaas.ensure_schedules")
         user_logged_out.connect(_close_their_sockets, dispatch_uid="tenants.close_sockets")
         pre_delete.connect(

@@ -155,18 +155,31 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# Background tasks are delivered at least once (deploy/SCALING.md): a task not acknowledged
+# `retry` seconds after a worker took it (the worker died, or its result could not be recorded)
+# is handed out again, up to `max_attempts` runs that fail. The ORM broker does this itself;
+# on Redis, memorysaas.brokers.AcknowledgedRedis does (django-q2's own Redis broker loses what a
+# killed worker held). `retry` must exceed `timeout`, or a slow task would run twice at once.
+Q_BROKER = env_str("Q_BROKER", "redis" if REDIS_URL else "orm").strip().lower()
 Q_CLUSTER = {
     "name": env_str("Q_CLUSTER_NAME", "memorysaas"),
     "workers": env_int("Q_WORKERS", 2),
-    "timeout": 600,
-    "retry": 900,
+    "timeout": env_int("Q_TIMEOUT", 600),
+    "retry": env_int("Q_RETRY", 900),
     "max_attempts": 3,
-    "ack_failures": True,
+    "ack_failures": False,
     "catch_up": False,
     "save_limit": 1000,
     "label": "Background tasks",
-    **({"redis": REDIS_URL} if REDIS_URL else {"orm": "default"}),
+    **(
+        {"redis": REDIS_URL, "broker_class": "memorysaas.brokers.AcknowledgedRedis"}
+        if Q_BROKER == "redis" and REDIS_URL
+        else {"orm": "default"}
+    ),
 }
+# Work left behind (a memory still pending embedding, an index job or an export never run) is
+# queued again by the sweeps once it is this old (a schedule runs them every few minutes).
+STRANDED_WORK_AFTER_SECONDS = env_int("STRANDED_WORK_AFTER_SECONDS", 300)
 
 AUTH_USER_MODEL = "tenants.User"
 AUTHENTICATION_BACKENDS = [
