@@ -45,11 +45,12 @@ def claude_code_hook(request, payload: HookIn, project: UUID | None = None):
     finds the database too slow, is logged and answered `{}` (or without its context), and no
     answer carries a `decision`. A wrong key, project or scope is a 4xx, which Claude Code
     treats as a non-blocking error."""
-    target = services.hook_project(principal=request.auth, project_id=project)
     try:
         return services.hook_deliver(
-            principal=request.auth, project=target, hook=read_hook(payload.model_dump())
+            principal=request.auth, project_id=project, hook=read_hook(payload.model_dump())
         )
+    except services.Refused:
+        raise
     except ApiError as exc:
         logger.warning("Claude Code %s delivery not recorded: %s", payload.hook_event_name, exc)
     except Exception:

@@ -37,7 +37,7 @@ from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.errors import Invalid
+from memorysaas.errors import ApiError
 
 logger = logging.getLogger(__name__)
 
@@ -51,18 +51,49 @@ GOTCHA_TYPES = ("gotcha", "error_pattern", "dead_end")
 CLIENT = "claude-code"
 
 
+class Refused(ApiError):
+    """The key may not deliver to this project (404, 403) or names none (422): answered as the
+    error it is, not as a hook's non-blocking nothing."""
+
+
 def hook_project(*, principal: Principal, project_id: UUID | None) -> Project:
     """The project a delivery is for: the one the key is limited to, or the one the hook's URL
     names (`?project=<id>`); not found unless the principal sees it, forbidden unless it may
     write observer events there."""
     if project_id is None and principal.project_limit is None:
-        raise Invalid(
+        raise Refused(
+            422,
             "Name the project: add ?project=<project id> to the hook's URL, or use a key limited to one project.",
             details={"field": "project"},
         )
-    return project_get(
-        principal=principal, project_id=project_id or principal.project_limit, permission=Perm.OBSERVER_WRITE
-    )
+    try:
+        return project_get(
+            principal=principal,
+            project_id=project_id or principal.project_limit,
+            permission=Perm.OBSERVER_WRITE,
+        )
+    except ApiError as exc:
+        raise Refused(exc.status, exc.message, code=exc.code, details=exc.details) from None
+
+
+@dataclass
+class Target:
+    """Who delivers, to which project (resolved only when a delivery needs the row: a session
+    found by its id was checked in the query that found it)."""
+
+    principal: Principal
+    project_id: UUID | None
+    _project: Project | None = None
+
+    @property
+    def project(self) -> Project:
+        if self._project is None:
+            self._project = hook_project(principal=self.principal, project_id=self.project_id)
+        return self._project
+
+    @property
+    def named_project_id(self) -> UUID | None:
+        return self.project_id or self.principal.project_limit
 
 
 @dataclass
@@ -73,6 +104,7 @@ class Held:
     status: str
     ab_group: str
     root: str
+    has_task: bool
     edited: bool
     last_seq: int
     tool_steps: int
@@ -91,43 +123,57 @@ class Held:
 
 
 _HOLD = f"""
-    SELECT h.session_id, s.status, s.ab_group, s.root, cardinality(s.edited_files) > 0, h.last_seq,
-        h.tool_steps, h.validated_step, h.validation_passed,
+    SELECT h.session_id, h.organization_id, s.status, s.ab_group, s.root, s.task <> '',
+        cardinality(s.edited_files) > 0, h.last_seq, h.tool_steps, h.validated_step, h.validation_passed,
         (SELECT json_object_agg(d.key, d.step) FROM {HookDelivery._meta.db_table} d
-         WHERE d.hook_session_id = h.session_id AND d.key = ANY(%s::varchar[]))
+         WHERE d.hook_session_id = h.session_id AND d.key = ANY(%s::varchar[])),
+        set_config('statement_timeout', %s, true)
     FROM {HookSession._meta.db_table} h JOIN {Session._meta.db_table} s ON s.id = h.session_id
-    WHERE h.project_id = %s AND s.external_id = %s
+    WHERE h.project_id = %s AND s.external_id = %s AND h.project_id IN ({{visible}})
     FOR UPDATE OF h
 """
 
 
-def _hold(project: Project, external_id: str, keys: list[str]) -> Held | None:
+def _hold(target: Target, external_id: str, keys: list[str]) -> Held | None:
+    """The session's hook state, its row locked, if the principal sees its project; the rest of
+    the transaction runs under the write budget's statement timeout (set by the same statement,
+    which saves a round trip on every delivery)."""
+    project_id = target.named_project_id
+    if project_id is None:
+        return None
+    visible, params = Project.objects.visible_to(target.principal).values("id").query.sql_with_params()
     with connection.cursor() as cursor:
-        cursor.execute(_HOLD, [keys, str(project.id), external_id])
+        cursor.execute(
+            _HOLD.format(visible=visible), [keys, str(WRITE_BUDGET_MS), str(project_id), external_id, *params]
+        )
         row = cursor.fetchone()
     if row is None:
         return None
-    *fields, known = row
+    session_id, organization_id, *fields, known, _ = row
+    if not target.principal.has(organization_id, Perm.OBSERVER_WRITE):
+        raise Refused(403, f"This needs the '{Perm.OBSERVER_WRITE}' permission.")
     if isinstance(known, str):  # (json is not decoded by every driver configuration)
         known = json.loads(known)
-    return Held(*fields, known=known or {})
+    return Held(session_id, *fields, known=known or {})
 
 
-def _hold_or_open(
-    *, principal: Principal, project: Project, hook: H.Hook, keys: list[str], opens: bool
-) -> Held | None:
+def _hold_or_open(*, target: Target, hook: H.Hook, keys: list[str], opens: bool) -> Held | None:
     """The session's hook state, locked; the session is opened first when this is its first
     delivery and `opens`. (Opening waits for any other first delivery of the same id.)"""
-    held = _hold(project, hook.session_id, keys)
-    if held is not None or not opens:
+    held = _hold(target, hook.session_id, keys)
+    if held is not None:
         return held
+    project = target.project  # (the 404 or 403 of a project the key may not deliver to)
+    if not opens:
+        return None
+    _set_timeout(WRITE_BUDGET_MS)
     data = {"session_type": "build", "task": hook.prompt, "root": hook.cwd, "client": CLIENT}
     session, opened = external.session_open_external(
-        project=project, actor=principal, external_id=hook.session_id, data=data
+        project=project, actor=target.principal, external_id=hook.session_id, data=data
     )
     if opened:
         HookSession.objects.create(session=session, organization_id=project.organization_id, project=project)
-    held = _hold(project, hook.session_id, keys)
+    held = _hold(target, hook.session_id, keys)
     if held is not None:
         held.opened = opened
     return held
@@ -159,14 +205,19 @@ def _record(held: Held, fresh: list[tuple[str, int, dict[str, Any]]]) -> None:
         observer.events_ingest(session=held.session_id, events=events)
 
 
+def _set_timeout(milliseconds: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(int(milliseconds))])
+
+
 @contextmanager
-def _budget(milliseconds: int) -> Iterator[None]:
+def _budget(milliseconds: int | None = None) -> Iterator[None]:
     """A transaction whose every statement gives up after `milliseconds` (a read that runs
     beside the caller on another connection is not started inside a transaction, so none
-    escapes the limit)."""
+    escapes the limit). Without `milliseconds`, its first statement sets the limit (`_hold`)."""
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
+        if milliseconds is not None:
+            _set_timeout(milliseconds)
         yield
 
 
@@ -185,52 +236,62 @@ def _within(milliseconds: int, what: str, build: Callable[[], str]) -> str:
 # ---------------------------------------------------------------- deliveries
 
 
-def hook_deliver(*, principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
-    """Handle one delivery; returns the JSON to answer with ({} for nothing to add)."""
+def hook_deliver(*, principal: Principal, project_id: UUID | None, hook: H.Hook) -> dict[str, Any]:
+    """Handle one delivery; returns the JSON to answer with ({} for nothing to add). Raises
+    `Refused` when the key may not deliver to the project (for any event, handled or not)."""
+    target = Target(principal, project_id)
     handler = _HANDLERS.get(hook.event)
     if handler is None or not hook.session_id:
+        target.project  # noqa: B018  (the key and project are checked all the same)
         return {}
-    return handler(principal, project, hook)
+    return handler(target, hook)
 
 
-def _session_start(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
-    with _budget(WRITE_BUDGET_MS):
-        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[], opens=True)
+def _session_start(target: Target, hook: H.Hook) -> dict[str, Any]:
+    with _budget():
+        held = _hold_or_open(target=target, hook=hook, keys=[], opens=True)
     if held is None or held.control:
         return {}
-    text = _within(CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(principal, held, gotchas=True))
+    text = _within(CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(target.principal, held, gotchas=True))
     return H.reply(hook.event, text)
 
 
-def _user_prompt(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
-    with _budget(WRITE_BUDGET_MS):
-        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[], opens=True)
-        first = held is not None and held.open and (held.opened or _task_set(principal, held, hook.prompt))
+def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
+    with _budget():
+        held = _hold_or_open(target=target, hook=hook, keys=[], opens=True)
+        first = (
+            held is not None and held.open and (held.opened or _task_set(target.principal, held, hook.prompt))
+        )
     if held is not None and held.control:
         return {}
     # (a session that has ended, one a --resume brought back, still gets context: only the
     # recording stops)
     session_id = str(held.session_id) if held is not None and held.open else ""
-    plan = _within(CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(principal, held, gotchas=False)) if first else ""  # fmt: skip
-    context = _within(
-        CONTEXT_BUDGET_MS, "context", lambda: _prompt_context(principal, project, hook, session_id)
-    )
+    plan = ""
+    if first:
+        plan = _within(
+            CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(target.principal, held, gotchas=False)
+        )
+    context = _within(CONTEXT_BUDGET_MS, "context", lambda: _prompt_context(target, hook, session_id))
     return H.reply(hook.event, H.prompt_context_text(plan, context))
 
 
 def _task_set(principal: Principal, held: Held, prompt: str) -> bool:
+    if held.has_task:
+        return False
     session = selectors.session_get(principal=principal, session_id=held.session_id)
     return external.session_task_set(session=session, task=prompt)
 
 
-def _pre_tool(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+def _pre_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
     """A tool is about to run: its call is recorded (once, by its tool-use id: its PostToolUse
     may come first), and before an Edit or Write, what is known about that file is added."""
     if not hook.tool_use_id:  # (paired with its result by nothing: PostToolUse records it)
+        target.project  # noqa: B018  (checked all the same)
         return {}
     key = H.call_key(hook)
-    with _budget(WRITE_BUDGET_MS):
-        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[key], opens=True)
+    with _budget():
+        held = _hold_or_open(target=target, hook=hook, keys=[key], opens=True)
         if held is None or not held.open:
             return {}
         step = held.known.get(key)
@@ -242,16 +303,18 @@ def _pre_tool(principal: Principal, project: Project, hook: H.Hook) -> dict[str,
     if not file or held.control:
         return {}
     files = clean_paths([file], held.root)
-    text = _within(CONTEXT_BUDGET_MS, "step injection", lambda: _step_injection(principal, held, step, files))
+    text = _within(
+        CONTEXT_BUDGET_MS, "step injection", lambda: _step_injection(target.principal, held, step, files)
+    )
     return H.reply(hook.event, text)
 
 
-def _post_tool(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+def _post_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
     """A tool ran (or failed): its call (unless PreToolUse recorded it) and its result are
     recorded, once; a test run's verdict becomes the session's validation."""
     call, result = H.call_key(hook), H.result_key(hook)
-    with _budget(WRITE_BUDGET_MS):
-        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[call, result], opens=True)
+    with _budget():
+        held = _hold_or_open(target=target, hook=hook, keys=[call, result], opens=True)
         if held is None or not held.open or result in held.known:
             return {}
         fresh = []
@@ -272,30 +335,28 @@ def _post_tool(principal: Principal, project: Project, hook: H.Hook) -> dict[str
         _record(held, fresh)
         if verdict is not None:
             observer.validation_record(
-                session=Session(id=held.session_id), actor=principal, passed=verdict, work_unit="",
+                session=Session(id=held.session_id), actor=target.principal, passed=verdict, work_unit="",
                 report=f"$ {command}\n{outcome['result'][:1500]}",
             )  # fmt: skip
     return {}
 
 
-def _stop(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+def _stop(target: Target, hook: H.Hook) -> dict[str, Any]:
     """Claude finished a turn (Stop comes after every answer, not at the session's end): its
     closing message is recorded as reasoning, once."""
-    if not hook.last_message.strip():
-        return {}
     key = H.stop_key(hook)
-    with _budget(WRITE_BUDGET_MS):
-        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[key], opens=True)
-        if held is not None and held.open and key not in held.known:
+    with _budget():
+        held = _hold_or_open(target=target, hook=hook, keys=[key], opens=bool(hook.last_message.strip()))
+        if held is not None and held.open and hook.last_message.strip() and key not in held.known:
             _record(held, [(key, held.tool_steps, H.reasoning_event(hook.last_message))])
     return {}
 
 
-def _session_end(principal: Principal, project: Project, hook: H.Hook) -> dict[str, Any]:
+def _session_end(target: Target, hook: H.Hook) -> dict[str, Any]:
     """The session ended: it is completed and its finalize (promotion) queued. Its outcome is
     its last test run's verdict (H.outcome_for). Ending again changes nothing."""
-    with _budget(WRITE_BUDGET_MS):
-        held = _hold_or_open(principal=principal, project=project, hook=hook, keys=[], opens=False)
+    with _budget():
+        held = _hold_or_open(target=target, hook=hook, keys=[], opens=False)
         if held is None or not held.open:
             return {}
         outcome = H.outcome_for(validated=held.validation_passed, edited=held.edited)
@@ -303,7 +364,7 @@ def _session_end(principal: Principal, project: Project, hook: H.Hook) -> dict[s
     return {}
 
 
-_HANDLERS: dict[str, Callable[[Principal, Project, H.Hook], dict[str, Any]]] = {
+_HANDLERS: dict[str, Callable[[Target, H.Hook], dict[str, Any]]] = {
     H.SESSION_START: _session_start,
     H.USER_PROMPT: _user_prompt,
     H.PRE_TOOL: _pre_tool,
@@ -349,11 +410,15 @@ def _top_gotchas(principal: Principal, session: Session) -> list[dict[str, Any]]
     return [{**g, "id": str(g["id"])} for g in found]
 
 
-def _prompt_context(principal: Principal, project: Project, hook: H.Hook, session_id: str) -> str:
+def _prompt_context(target: Target, hook: H.Hook, session_id: str) -> str:
     if not hook.prompt.strip():
         return ""
     packed = build_context(
-        principal=principal, project=project, phase=None, task=hook.prompt[:4000], session_id=session_id
+        principal=target.principal,
+        project=target.project,
+        phase=None,
+        task=hook.prompt[:4000],
+        session_id=session_id,
     )
     return packed["text"]
 

@@ -14,7 +14,7 @@ def agents(world) -> None:
     from apps.agents.services import hook_deliver
 
     hook = read_hook({"session_id": SHARED_ID, "hook_event_name": "SessionStart", "cwd": "/home/alice/acme"})
-    hook_deliver(principal=world.alice.principal, project=world.alice.project, hook=hook)
+    hook_deliver(principal=world.alice.principal, project_id=world.alice.project.id, hook=hook)
 
 
 @api_request("POST", HOOKS)

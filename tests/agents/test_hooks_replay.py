@@ -8,7 +8,13 @@ time its answer arrives) with the hashing embedder; the sessions' A/B groups are
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -76,7 +82,7 @@ def context_of(answer) -> str:
 
 def recording(session_id: str, n: int) -> list[dict]:
     found = deliveries(session_id, n=n)
-    events_of(found, "UserPromptSubmit")[0]["prompt"] = TASKS[n - 1]
+    events_of(found, "UserPromptSubmit")[0]["prompt"] = TASKS[(n - 1) % len(TASKS)]
     return found
 
 
@@ -152,3 +158,52 @@ def test_a_session_delivered_again_after_it_ended_is_unchanged(claude):
         list(session.promoted_memory_ids),
     ) == before
     assert Session.objects.filter(external_id="cc-replay-again").count() == 1
+
+
+def documented_hooks() -> dict:
+    """The settings block docs/agents/claude-code.md tells people to paste."""
+    text = (Path(settings.BASE_DIR) / "docs" / "agents" / "claude-code.md").read_text()
+    return json.loads(re.search(r"```json\n(.*?)```", text, re.DOTALL).group(1))["hooks"]
+
+
+def as_pasted(value: str, server: str, project_id) -> str:
+    return value.replace("http://127.0.0.1:8000", server).replace("PROJECT_ID", str(project_id))
+
+
+def test_the_documented_settings_block_works_as_pasted(server, alice, charlie):
+    hooks = documented_hooks()
+    payloads = {d["hook_event_name"]: d for d in recording("cc-pasted", 9)}
+    assert set(hooks) == set(payloads)
+    assert shutil.which("curl"), "the SessionStart hook runs curl"
+    (start,) = hooks["SessionStart"][0]["hooks"]
+    command = as_pasted(start["command"], server, alice.project.id)
+
+    def run(key: str) -> subprocess.CompletedProcess:
+        env = {"PATH": os.environ["PATH"], "MEMORYSAAS_KEY": key}
+        return subprocess.run(["bash", "-c", command], input=json.dumps(payloads["SessionStart"]), env=env,
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+
+    refused = run(charlie.key)  # (another organization's key: a 404, which must not become output)
+    assert (refused.returncode, refused.stdout) == (0, "")
+    ran = run(alice.key)
+    assert ran.returncode == 0 and json.loads(ran.stdout or "{}") is not None
+    assert Session.objects.filter(external_id="cc-pasted", project=alice.project).exists()
+    for event, groups in hooks.items():
+        if event == "SessionStart":
+            continue
+        (hook,) = groups[0]["hooks"]
+        assert (
+            hook["type"] == "http" and hook["allowedEnvVars"] == ["MEMORYSAAS_KEY"] and hook["timeout"] <= 10
+        )
+        # As Claude Code sends it: the listed variables interpolated into the headers.
+        headers = {
+            name: value.replace("$MEMORYSAAS_KEY", alice.key) for name, value in hook["headers"].items()
+        }
+        response = httpx.post(
+            as_pasted(hook["url"], server, alice.project.id),
+            json=payloads[event],
+            headers=headers,
+            timeout=60,
+        )
+        assert response.status_code == 200 and isinstance(response.json(), dict), (event, response.text)
+    assert Session.objects.get(external_id="cc-pasted").status == "completed"

@@ -10,8 +10,10 @@ Claude Code sessions at once, each one request after another:
    request path, nothing else) and a block of PostToolUse deliveries (Read, Grep, Edit, Bash with
    their results), the same number from every session → noop_p95_ms, hook_p50_ms, hook_p95_ms,
    deliveries_per_s (PostToolUse deliveries over the hook blocks' wall time);
-2. --prompts UserPromptSubmit deliveries per session, after its first (which also carries the
-   start plan) → context_p95_ms over the answers that carried context;
+2. --prompts UserPromptSubmit deliveries per session after its first (which also carries the start
+   plan), one request at a time as people type them → context_p95_ms over the answers that
+   carried context; then as many again while every session keeps delivering PostToolUse →
+   context_under_load_p95_ms (and those deliveries' hook_under_prompts_p95_ms);
 3. SessionEnd for every session (completes it; finalize is queued, not measured).
 
 Targets: hook p95 ≤ 2 × no-op p95, context p95 ≤ 100 ms, no errors (a non-2xx answer, a body
@@ -272,9 +274,9 @@ class Command(BaseCommand):
 
     async def _measure(self, url: str, bench: Bench, opts) -> dict[str, Any]:
         count = opts["sessions"]
-        limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
+        limits = httpx.Limits(max_connections=count + 1, max_keepalive_connections=count + 1)
         sessions = [f"bench-{uuid.uuid4()}" for _ in range(count)]
-        noop, hook, prompts, setup = Tally(), Tally(), Tally(), Tally()
+        noop, hook, prompts, loaded, busy, setup = (Tally() for _ in range(6))
         async with httpx.AsyncClient(
             base_url=url, timeout=opts["timeout"], limits=limits, headers=bench.headers
         ) as client:
@@ -282,29 +284,42 @@ class Command(BaseCommand):
             await asyncio.gather(
                 *(post(HOOKS, delivery(s, "SessionStart", source="startup"), setup) for s in sessions)
             )
-            await asyncio.gather(*(post(HOOKS, delivery(s, "UserPromptSubmit", prompt=self.prompts[i]), setup)
-                                   for i, s in enumerate(sessions)))  # fmt: skip
+            first_prompts = [
+                delivery(s, "UserPromptSubmit", prompt=self.prompts[i]) for i, s in enumerate(sessions)
+            ]
+            await asyncio.gather(*(post(HOOKS, d, setup) for d in first_prompts))
             per_round = max(1, opts["tools"] // opts["rounds"])
             hook_seconds, sent = 0.0, 0
             for round_ in range(opts["rounds"]):
                 await asyncio.gather(
-                    *(self._loop(post, "/api/v1/ping", lambda s, n: {}, s, per_round, noop) for s in sessions)
+                    *(self._loop(post, "/api/v1/ping", _empty, s, per_round, noop) for s in sessions)
                 )
                 began = time.perf_counter()
-                await asyncio.gather(*(self._loop(post, HOOKS, tool_delivery, s, per_round, hook, offset=round_ * per_round)
-                                       for s in sessions))  # fmt: skip
+                await asyncio.gather(
+                    *(
+                        self._loop(post, HOOKS, tool_delivery, s, per_round, hook, round_ * per_round)
+                        for s in sessions
+                    )
+                )
                 hook_seconds += time.perf_counter() - began
                 sent += per_round * count
-                self.say(f"round {round_ + 1}: no-op p95 {_percentile(noop.latencies_ms, 95)} ms, "
-                         f"hook p95 {_percentile(hook.latencies_ms, 95)} ms")  # fmt: skip
-            await asyncio.gather(
-                *(self._prompts(post, s, i, opts["prompts"], prompts) for i, s in enumerate(sessions))
-            )
+                self.say(
+                    f"round {round_ + 1}: no-op p95 {_percentile(noop.latencies_ms, 95)} ms,"
+                    f" hook p95 {_percentile(hook.latencies_ms, 95)} ms"
+                )
+            # Prompts come one at a time (people type them; agents' tool calls are what comes at
+            # once): first with nothing else running, then while every session keeps delivering.
+            await self._prompts(post, sessions, opts["prompts"], prompts)
+            stop = asyncio.Event()
+            background = [asyncio.create_task(self._until(post, s, stop, busy)) for s in sessions]
+            await self._prompts(post, sessions, opts["prompts"], loaded, offset=opts["prompts"])
+            stop.set()
+            await asyncio.gather(*background)
             await asyncio.gather(
                 *(post(HOOKS, delivery(s, "SessionEnd", reason="other"), setup) for s in sessions)
             )
         hook_p95, noop_p95 = _percentile(hook.latencies_ms, 95), _percentile(noop.latencies_ms, 95)
-        errors = noop.errors + hook.errors + prompts.errors + setup.errors
+        errors = noop.errors + hook.errors + prompts.errors + loaded.errors + busy.errors + setup.errors
         return {
             "hook_p50_ms": _percentile(hook.latencies_ms, 50),
             "hook_p95_ms": hook_p95,
@@ -314,8 +329,10 @@ class Command(BaseCommand):
             "deliveries_per_s": round(sent / hook_seconds, 1) if hook_seconds else None,
             "context_p50_ms": _percentile(prompts.latencies_ms, 50),
             "context_p95_ms": _percentile(prompts.latencies_ms, 95),
-            "prompts_with_context": prompts.with_context,
-            "prompts": opts["prompts"] * count,
+            "context_under_load_p95_ms": _percentile(loaded.latencies_ms, 95),
+            "hook_under_prompts_p95_ms": _percentile(busy.latencies_ms, 95),
+            "prompts_with_context": prompts.with_context + loaded.with_context,
+            "prompts": 2 * opts["prompts"] * count,
             "deliveries": sent,
             "errors": sum(errors.values()),
             "error_kinds": dict(errors),
@@ -351,14 +368,27 @@ class Command(BaseCommand):
         for n in range(offset, offset + count):
             await post(path, make(session_id, n), tally)
 
-    async def _prompts(self, post, session_id: str, index: int, count: int, tally: Tally) -> None:
-        """Prompts after the session's first: each answer's time counts if it carried context
-        (a session of the A/B control group is answered with nothing, at once)."""
-        for n in range(count):
-            answered = Tally()
-            prompt = self.prompts[(index + n + 1) % len(self.prompts)]
-            answer = await post(HOOKS, delivery(session_id, "UserPromptSubmit", prompt=prompt), answered)
-            tally.errors += answered.errors
-            if answer and answer.get("hookSpecificOutput", {}).get("additionalContext"):
-                tally.with_context += 1
-                tally.latencies_ms += answered.latencies_ms
+    async def _prompts(
+        self, post, sessions: list[str], per_session: int, tally: Tally, offset: int = 0
+    ) -> None:
+        """Each session's next prompts, one request at a time, round robin. An answer's time
+        counts if it carried context (one of the A/B control group is answered with nothing)."""
+        for n in range(per_session):
+            for index, session_id in enumerate(sessions):
+                answered = Tally()
+                prompt = self.prompts[(index + offset + n + 1) % len(self.prompts)]
+                answer = await post(HOOKS, delivery(session_id, "UserPromptSubmit", prompt=prompt), answered)
+                tally.errors += answered.errors
+                if answer and answer.get("hookSpecificOutput", {}).get("additionalContext"):
+                    tally.with_context += 1
+                    tally.latencies_ms += answered.latencies_ms
+
+    async def _until(self, post, session_id: str, stop: asyncio.Event, tally: Tally) -> None:
+        n = 1_000_000  # (tool-use ids apart from the measured blocks')
+        while not stop.is_set():
+            await post(HOOKS, tool_delivery(session_id, n), tally)
+            n += 1
+
+
+def _empty(session_id: str, n: int) -> dict[str, Any]:
+    return {}
