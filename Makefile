@@ -12,7 +12,10 @@ NODE_STAMP := node_modules/.installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP_RUN): pyproject.toml | $(PY)
+# The client distribution (the `memorysaas` command and SDK) first: the server imports its pure
+# modules (the code-aware tokenizer, the memory types), so both sides share one copy.
+$(STAMP_RUN): pyproject.toml clients/python/pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ./clients/python
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	touch $@
 

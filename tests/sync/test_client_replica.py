@@ -11,13 +11,14 @@ import httpx
 import libsql
 import pytest
 from django.core.wsgi import get_wsgi_application
+from memorysaas_client.cli import main_args
+from memorysaas_client.replica import LOCAL_PREFIX, Replica, SyncClient
 
 from apps.memories.embeddings import embed_query
 from apps.memories.models import Memory
 from apps.memories.services import memory_delete, memory_update
 from apps.sync.api import MAX_PUSH
 from apps.tenants import services as tenant_services
-from memorysaas.client.replica import LOCAL_PREFIX, Replica, SyncClient
 from tests.memories.factories import make_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,17 +141,11 @@ def test_a_retried_push_after_a_lost_answer_creates_nothing_twice(alice, device,
 
 
 def test_the_command_line_searches_the_replica(alice, device, tmp_path, capsys):
-    from memorysaas.client.__main__ import main
-
     replica, client = device
     memory = make_memory(alice, content="Use verify_jwt from auth/tokens.py.", type="gotcha")
     replica.sync(client)
-    assert (
-        main(
-            ["--db", str(tmp_path / "memory.db"), "--project", str(alice.project.id), "search", "verify_jwt"]
-        )
-        == 0
-    )
+    args = ["--db", str(tmp_path / "memory.db"), "--project", str(alice.project.id)]
+    assert main_args([*args, "search", "--offline", "verify_jwt"]) == 0
     assert capsys.readouterr().out.startswith(f"{str(memory.id)[:8]}  gotcha")
 
 
@@ -203,22 +198,23 @@ def test_offline_search_finds_a_word_inside_a_chinese_sentence(alice, device, tm
 
 def test_the_client_imports_no_django():
     """A device runs the client without the service's settings: what it shares with the server
-    (codetokens) must stay pure."""
-    probe = "import sys, memorysaas.client.__main__; print(sorted(m for m in sys.modules if m.startswith('django')))"
+    (codetokens, kinds) must stay pure, and nothing of the server's weight comes along."""
+    probe = (
+        "import sys, memorysaas_client.cli, memorysaas_client.mcp_server;"
+        " print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'torch', 'apps', 'memorysaas')))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_the_command_line_finds_a_snake_case_query_in_camel_case_content(alice, device, tmp_path, capsys):
-    from memorysaas.client.__main__ import main
-
     replica, client = device
     memory = make_memory(alice, content="verifyJwt rejects tokens signed with HS256.", type="gotcha")
     replica.sync(client)
-    args = ["--db", str(tmp_path / "memory.db"), "--project", str(alice.project.id), "search", "verify_jwt"]
-    assert main(args) == 0
+    args = ["--db", str(tmp_path / "memory.db"), "--project", str(alice.project.id), "search", "--offline"]
+    assert main_args([*args, "verify_jwt"]) == 0
     assert capsys.readouterr().out.startswith(f"{str(memory.id)[:8]}  gotcha")
-    assert main([*args[:-1], "no_such_thing"]) == 0
+    assert main_args([*args, "no_such_thing"]) == 0
     printed = capsys.readouterr()
     assert printed.out == "" and "No memory in" in printed.err
 
@@ -335,7 +331,7 @@ def test_a_push_the_server_refuses_whole_keeps_its_changes_and_the_pull_still_ru
 
 
 def test_the_client_batches_pushes_by_the_servers_limit():
-    from memorysaas.client import replica
+    from memorysaas_client import replica
 
     assert replica.PUSH_BATCH == MAX_PUSH
 
@@ -368,7 +364,7 @@ def test_a_pull_after_a_refused_push_keeps_the_devices_own_edits(alice, tmp_path
 def test_an_outbox_an_older_client_wrote_is_folded_before_it_is_split(alice, device, monkeypatch):
     """Two queued edits of one memory (or an edit then its delete), split across two pushes,
     made the device conflict with itself."""
-    from memorysaas.client import replica as module
+    from memorysaas_client import replica as module
 
     replica, client = device
     edited = make_memory(alice, content="Tokens last an hour.", type="decision")

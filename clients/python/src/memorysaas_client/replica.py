@@ -1,12 +1,12 @@
 """A device's offline replica of one project's memories, in libSQL.
 
 Reads never touch the network: `search_text` uses FTS5 over the same code-aware terms as the
-server's keyword search (apps/memories/codetokens.py: `verifyJwt`, `verify_jwt` and
-`auth/tokens.ts` match whole and by their parts), `search_vector` libSQL's native vector index
-(`F32_BLOB` + `vector_top_k`). Writes made offline (`remember`, `edit`, `forget`) change
+server's keyword search (`memorysaas_client.codetokens`, which the server imports too: `verifyJwt`,
+`verify_jwt` and `auth/tokens.ts` match whole and by their parts), `search_vector` libSQL's native
+vector index (`F32_BLOB` + `vector_top_k`). Writes made offline (`remember`, `edit`, `forget`) change
 the replica at once and queue a change in the outbox; `sync` pushes the outbox, then pulls the
 change feed from the saved cursor. An edit the server refuses as a conflict is kept in
-`conflicts` with both versions, for the person to decide (seeds/003 §14); the replica shows the
+`conflicts` with both versions, for the person to decide; the replica shows the
 server's copy meanwhile. A change the server finds invalid is moved to `rejected` with the reason
 (the replica takes the server's copy back, or drops a memory it never had), and the rest syncs.
 
@@ -14,7 +14,7 @@ The outbox holds at most one change per memory (a second edit folds into the que
 drops what was queued for the memory), so it can be pushed in batches in any split.
 
     replica = Replica("memory.db", project_id=..., dims=384)
-    replica.sync(SyncClient("https://memorysaas.example", api_key))
+    replica.sync(SyncClient("https://memorysaas.example", api_key))   # or a Client's `.sync`
     replica.search_text("verify_jwt")
 """
 
@@ -30,16 +30,19 @@ from typing import Any
 import httpx
 import libsql
 
-from apps.memories.codetokens import analyze
-from apps.memories.kinds import normalize_type
+from memorysaas_client.codetokens import analyze
+from memorysaas_client.errors import ApiError
+from memorysaas_client.kinds import normalize_type
+from memorysaas_client.sdk import Sync
+from memorysaas_client.transport import Http
 
 LOCAL_PREFIX = "local:"
-# Changes per push request: the server's limit (apps/sync/api.py MAX_PUSH), and a size well under
+# Changes per push request: the server's limit (its sync API's MAX_PUSH), and a size well under
 # its request body limit (MAX_REQUEST_BYTES, 5 MiB by default).
 PUSH_BATCH = 500
 PUSH_BYTES = 1_000_000
-# What a pushed edit may change (apps/sync/api.py UpdatableFields), and the limits the server
-# checks that a device can check too (apps/memories/drafts.py MemoryDraft).
+# What a pushed edit may change (the sync API's UpdatableFields), and the limits the server
+# checks that a device can check too (its MemoryDraft).
 EDITABLE = frozenset({
     "content", "type", "tags", "related_files", "related_modules", "payload", "citation_text",
     "confidence", "pinned", "deprecated",
@@ -133,34 +136,19 @@ def _has_nul(value: Any) -> bool:
 
 
 def _terms(text: str) -> list[str]:
-    """What the keyword index holds for `text`, as the server's (apps/memories/keyword.py): each
+    """What the keyword index holds for `text`, as the server's keyword index holds it: each
     identifier whole and joined (`verify_jwt`, `verifyjwt`), and the prose with identifiers
     replaced by their parts (`verify`, `jwt`); stemmed by the FTS tokenizer."""
     found = analyze(text)
     return [*found.whole, *_WORD.findall(found.words.lower())]
 
 
-class SyncClient:
-    """The two sync calls, over HTTP with an API key (scopes `sync`, `memories:read`/`write`)."""
+class SyncClient(Sync):
+    """The two sync calls to one service with an API key (scopes `sync`, `memories:read`/`write`).
+    A `Client`'s own `sync` does the same: `replica.sync(client.sync)`."""
 
     def __init__(self, base_url: str, api_key: str, *, transport: httpx.BaseTransport | None = None) -> None:
-        self.http = httpx.Client(
-            base_url=base_url.rstrip("/") + "/api/v1/",
-            headers={"Authorization": f"Bearer {api_key}"},
-            transport=transport,
-            timeout=30,
-        )
-
-    def pull(self, project_id: str, cursor: str | None) -> dict[str, Any]:
-        params = {"project_id": project_id, **({"cursor": cursor} if cursor else {})}
-        response = self.http.get("sync/pull", params=params)
-        response.raise_for_status()
-        return response.json()
-
-    def push(self, project_id: str, changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        response = self.http.post("sync/push", json={"project_id": project_id, "changes": changes})
-        response.raise_for_status()
-        return response.json()["results"]
+        super().__init__(Http(base_url, api_key, transport=transport))
 
 
 # What `get` returns of a stored memory (all but its vector), and which of it are flags.
@@ -195,13 +183,6 @@ def _batches(queued: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
         batches[-1].append(row)
         size += len(row[1])
     return batches
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        return str(response.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return response.reason_phrase
 
 
 class Replica:
@@ -322,7 +303,7 @@ class Replica:
 
     # ------------------------------------------------------------------ sync
 
-    def sync(self, client: SyncClient) -> SyncReport:
+    def sync(self, client: Sync) -> SyncReport:
         """Push the outbox, then pull. A push the server refuses as a whole (a key without
         `memories:write`, a server error) leaves its changes queued and says why in
         `push_error`: the pull runs all the same."""
@@ -383,7 +364,7 @@ class Replica:
             self.db.execute("DELETE FROM outbox WHERE n = ?", (n,))
             first[change["id"]] = (kept_n, kept)
 
-    def _push(self, client: SyncClient, report: SyncReport) -> None:
+    def _push(self, client: Sync, report: SyncReport) -> None:
         # A create whose memory is gone was forgotten before it ever synced (a client before
         # `forget` dropped its queued changes left it behind): it must not bring the memory back.
         self.db.execute(
@@ -397,8 +378,8 @@ class Replica:
             changes = [json.loads(change) for _, change in batch]
             try:
                 results = client.push(self.project_id, changes)
-            except httpx.HTTPStatusError as exc:
-                report.push_error = f"{exc.response.status_code}: {_error_message(exc.response)}"
+            except ApiError as exc:
+                report.push_error = f"{exc.status}: {exc.message}"
                 return  # later changes may build on these: they wait too
             for (n, _), change, result in zip(batch, changes, results, strict=True):
                 self._took(n, change, result, report)

@@ -1,0 +1,5 @@
+"""`python -m memorysaas_client …` is the `memorysaas` command."""
+
+from memorysaas_client.cli import run
+
+run()
