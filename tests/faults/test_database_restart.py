@@ -128,6 +128,7 @@ def test_a_database_restart_under_load_loses_no_acknowledged_write(stack):
     # Served again within RECOVERY_SECONDS, by the same daphne: every request begun after is a 201.
     after = [o for o in outcomes if o.started > recovered_by]
     assert len(after) >= AFTER_RECOVERY and all(o.status == 201 for o in after)
+    assert stack.web.poll() is None and [p.args[2] for p in stack.processes].count("daphne") == 1
 
     # No acknowledged write lost, and every memory embedded in the end.
     acknowledged = {o.body["id"] for o in outcomes if o.status == 201}
