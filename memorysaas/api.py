@@ -228,3 +228,4 @@ def _register_routers() -> None:
 
 
 _register_routers()
+        "apps.tenants.device_api",

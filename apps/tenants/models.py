@@ -493,3 +493,50 @@ class RateLimitBucket(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class DeviceAuthorizationStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for approval"
+    APPROVED = "approved", "Approved"
+    DENIED = "denied", "Denied"
+    ISSUED = "issued", "Key issued"
+
+
+class DeviceAuthorization(models.Model):
+    """One `memorysaas login` in progress (RFC 8628): the device polls with its device code, a
+    signed-in person approves it by the short user code. Only hashes of both codes are kept, and
+    the device's key is made when the device collects it, so no secret sits in this table."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    device_code_hash = models.CharField(max_length=64, unique=True)
+    user_code_hash = models.CharField(max_length=64, unique=True)
+    client_id = models.CharField(max_length=60)
+    device_name = models.CharField(max_length=120)
+    platform = models.CharField(max_length=60, blank=True)
+    status = models.CharField(
+        max_length=16, choices=DeviceAuthorizationStatus.choices, default=DeviceAuthorizationStatus.PENDING
+    )
+    interval = models.PositiveIntegerField()  # seconds between polls; `slow_down` raises it
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    # Set by the person who approves (or denies): where the device's key will act, and as whom.
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    device = models.ForeignKey(Device, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"login of {self.device_name} ({self.status})"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at <= timezone.now()

@@ -438,7 +438,9 @@ def _invitations_close(organization_id, email: str) -> int:
     )
 
 
-DEVICE_SCOPES = (Perm.MEMORIES_READ, Perm.MEMORIES_WRITE, Perm.OBSERVER_WRITE, Perm.SYNC)
+# What a device's key may do, as far as its person may: agents on it read and write memories and
+# send their sessions, `memorysaas index` sends the code graph, and the replica syncs.
+DEVICE_SCOPES = (Perm.MEMORIES_READ, Perm.MEMORIES_WRITE, Perm.OBSERVER_WRITE, Perm.GRAPH_WRITE, Perm.SYNC)
 
 
 @transaction.atomic

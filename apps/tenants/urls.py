@@ -1,10 +1,12 @@
 from django.urls import path
 
-from apps.tenants import account_views, views
+from apps.tenants import account_views, device_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("invitations/<str:token>/", views.invitation_accept, name="invitation_accept"),
+    path("device/", device_views.device, name="device"),
+    path("device/decide/", device_views.device_decide, name="device_decide"),
     path("o/<slug:org_slug>/", views.org_home, name="org_home"),
     path("o/<slug:org_slug>/projects/new/", views.project_new, name="project_new"),
     path("o/<slug:org_slug>/members/", views.members, name="members"),

@@ -298,6 +298,10 @@ MODELS_WARM_AT_START = env_bool("MODELS_WARM_AT_START", True)
 
 # The HMAC key for API-key hashes; derived from SECRET_KEY unless set on its own.
 API_KEY_HMAC_KEY = env_str("API_KEY_HMAC_KEY") or SECRET_KEY
+# `memorysaas login` (the device authorization grant): how long a code waits for approval, and
+# the seconds a device waits between polls (RFC 8628 suggests 5; tests shorten it).
+DEVICE_FLOW_TTL = env_int("DEVICE_FLOW_TTL", 600)
+DEVICE_FLOW_INTERVAL = env_int("DEVICE_FLOW_INTERVAL", 5)
 
 NINJA_PAGINATION_PER_PAGE = 50
 
