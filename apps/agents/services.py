@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +48,7 @@ logger = logging.getLogger(__name__)
 # slow database well inside that.
 WRITE_BUDGET_MS = 2000
 CONTEXT_BUDGET_MS = 1500
+CONTEXT_BUILDERS = 8
 TOP_GOTCHAS = 5
 GOTCHA_TYPES = ("gotcha", "error_pattern", "dead_end")
 CLIENT = "claude-code"
@@ -222,7 +225,25 @@ def _budget(milliseconds: int | None = None) -> Iterator[None]:
 
 
 def _within(milliseconds: int, what: str, build: Callable[[], str]) -> str:
-    """`build()`'s text, or "" when it fails or the database is too slow to build it in time."""
+    """`build()`'s text, or "" when it fails or is not ready within `milliseconds`: a statement
+    timeout bounds the database, and the wait for the answer bounds the rest (a local model
+    still loading, a machine too busy), since building runs on a thread of its own. A build
+    that comes too late is dropped; what it recorded (the memories it packed as given to the
+    session) stands. Run here instead when the caller has a transaction open, which another
+    connection could not see."""
+    if connection.in_atomic_block:
+        return _built(milliseconds, what, build)
+    future = _builders.submit(
+        _build_beside, time.monotonic() + milliseconds / 1000, milliseconds, what, build
+    )
+    try:
+        return future.result(timeout=milliseconds / 1000)
+    except TimeoutError:
+        logger.warning("Hook context (%s) left out: not ready within %d ms", what, milliseconds)
+        return ""
+
+
+def _built(milliseconds: int, what: str, build: Callable[[], str]) -> str:
     try:
         with _budget(milliseconds):
             return build()
@@ -231,6 +252,19 @@ def _within(milliseconds: int, what: str, build: Callable[[], str]) -> str:
     except Exception:
         logger.exception("Hook context (%s) failed", what)
     return ""
+
+
+def _build_beside(deadline: float, milliseconds: int, what: str, build: Callable[[], str]) -> str:
+    if time.monotonic() >= deadline:  # (it waited for a thread until its answer was given up)
+        return ""
+    try:
+        return _built(milliseconds, what, build)
+    finally:
+        connection.close()  # (this thread's: back to the pool, so no connection outlives its job)
+
+
+# Threads that build answers' context; more at once only queue behind each other on two cores.
+_builders = ThreadPoolExecutor(max_workers=CONTEXT_BUILDERS, thread_name_prefix="hook-context")
 
 
 # ---------------------------------------------------------------- deliveries
