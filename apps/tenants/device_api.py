@@ -2,7 +2,8 @@
 
 Neither takes a key — the device has none yet. Bodies are JSON, like the rest of the API, and a
 refused token request is a 400 whose envelope's `code` is the RFC's error code
-(`authorization_pending`, `slow_down`, `expired_token`, `access_denied`, `invalid_grant`).
+(`authorization_pending`, `slow_down`, `expired_token`, `access_denied`, `invalid_grant`), except
+an unknown device code: a 404, as the API answers anything it does not know.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def device_token(request, payload: TokenIn):
     """The device's own API key once a person approved the login on /device (the Device is
     registered then), limited to the project they chose. Until then a 400 whose `code` says why:
     `authorization_pending` (ask again after `interval`), `slow_down` (asked too soon; the
-    interval grows by 5 s), `access_denied`, `expired_token`, `invalid_grant`."""
+    interval grows by 5 s), `access_denied`, `expired_token`, `invalid_grant` (already exchanged);
+    an unknown device code is a 404 (`invalid_grant`)."""
     issued = device_flow.token_exchange(device_code=payload.device_code, client_id=payload.client_id)
     device = issued.device
     project = device.api_key.project

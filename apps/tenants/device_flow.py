@@ -45,8 +45,8 @@ KEPT_AFTER_EXPIRY = timedelta(days=1)  # then swept: a stale row only blocks its
 class GrantError(ApiError):
     """A token request the grant refuses, with the RFC's error code (a 400, as §3.5 says)."""
 
-    def __init__(self, code: str, message: str, *, details: dict | None = None) -> None:
-        super().__init__(400, message, code=code, details=details)
+    def __init__(self, code: str, message: str, *, details: dict | None = None, status: int = 400) -> None:
+        super().__init__(status, message, code=code, details=details)
 
 
 def _hash(code: str) -> str:
@@ -173,7 +173,8 @@ def _poll(device_code: str, client_id: str) -> Issued | GrantError:
         DeviceAuthorization.objects.select_for_update().filter(device_code_hash=_hash(device_code)).first()
     )
     if authorization is None or authorization.client_id != client_id:
-        return GrantError("invalid_grant", "Unknown device code: run `memorysaas login` again.")
+        # (a 404, as the API answers for anything it does not know, with the RFC's code)
+        return GrantError("invalid_grant", "Unknown device code: run `memorysaas login` again.", status=404)
     if authorization.status == Status.ISSUED:
         return GrantError("invalid_grant", "This device code was already exchanged for a key.")
     if authorization.status == Status.DENIED:

@@ -45,8 +45,8 @@ def decide(person, code: dict, *, project=None, decision: str = "approve"):
     return signed_in(person).post("/device/decide/", body)
 
 
-def error_code(response) -> str:
-    assert response.status_code == 400, response.content
+def error_code(response, status: int = 400) -> str:
+    assert response.status_code == status, response.content
     return response.json()["error"]["code"]
 
 
@@ -92,7 +92,7 @@ def test_a_denied_login_gets_access_denied(alice):
 
 
 def test_an_unknown_or_expired_code_is_refused(alice):
-    assert error_code(poll({"device_code": "no-such-code"})) == "invalid_grant"
+    assert error_code(poll({"device_code": "no-such-code"}), 404) == "invalid_grant"
     page = signed_in(alice).get("/device/", {"user_code": "BCDF-GHJK"})
     assert page.status_code == 404 and b"No login is waiting" in page.content
 

@@ -30,7 +30,15 @@ from memorysaas_client.config import Profile
 from memorysaas_client.connect import AGENTS, KEY_VAR, ConfigError
 from memorysaas_client.device_login import LoginFailed, device_login, this_device
 from memorysaas_client.errors import ApiError, MemorysaasError, Unreachable
-from memorysaas_client.gitindex import GitError, archive, batches, changes_since, head_commit, knows_commit
+from memorysaas_client.gitindex import (
+    GitError,
+    archive,
+    batches,
+    head_commit,
+    knows_commit,
+    overlay,
+    pending_changes,
+)
 from memorysaas_client.gitindex import repository_root as git_root
 from memorysaas_client.kinds import TYPE_NAMES
 from memorysaas_client.models import DeviceCode, Memory
@@ -338,29 +346,32 @@ def index(env: Env, full: bool, where: str) -> None:
         raise click.ClickException(f"not a git repository with a commit ({error})") from None
     state = config.read_state(INDEX_STATE)
     key = f"{env.profile.url} {project} {root}"
-    last = state.get(key)
+    last = state.get(key) or {}
     try:
         with env.client() as api:
-            if full or not last or not knows_commit(root, last):
+            if full or not last.get("commit") or not knows_commit(root, last["commit"]):
                 data, count = archive(root)
                 job = api.graph.index_archive(project, data)
                 click.echo(f"Uploaded {count} files ({len(data)} bytes): index job {job.id} {job.status}.")
             else:
-                changes = changes_since(root, last)
-                sent = 0
-                for batch in batches(root, changes):
-                    job = api.graph.index_batch(project, **batch)
-                    sent += 1
-                    click.echo(
-                        f"Sent {len(batch['files'])} files, {len(batch['deleted'])} deleted,"
-                        f" {len(batch['renamed'])} renamed: index job {job.id} {job.status}."
-                    )
-                if not sent:
-                    click.echo(f"Nothing changed since {last[:12]}.")
+                _index_changes(api, project, root, last)
     except MemorysaasError as error:
         raise click.ClickException(str(error)) from None
-    state[key] = head
+    state[key] = {"commit": head, "overlay": overlay(root)}  # (what the server holds now)
     config.write_state(INDEX_STATE, state)
+
+
+def _index_changes(api: Client, project: str, root: Path, last: dict[str, Any]) -> None:
+    sent = 0
+    for batch in batches(root, pending_changes(root, last["commit"], last.get("overlay", {}))):
+        job = api.graph.index_batch(project, **batch)
+        sent += 1
+        click.echo(
+            f"Sent {len(batch['files'])} files, {len(batch['deleted'])} deleted,"
+            f" {len(batch['renamed'])} renamed: index job {job.id} {job.status}."
+        )
+    if not sent:
+        click.echo(f"Nothing changed since the last index ({last['commit'][:12]} and its edits).")
 
 
 # ---------------------------------------------------------------- export

@@ -16,7 +16,6 @@ it shows is what this command writes.
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +58,7 @@ def _claude_hook(event: str, url: str, project_id: str, timeout: int) -> dict[st
         # stdin (the hook's input) is posted as is; -f keeps an error's body out of stdout, which
         # Claude Code would read as the hook's answer, and `|| true` makes any failure silent.
         command = (
-            f"curl -fsS --max-time {timeout - 2} -X POST {shlex.quote(target)}"
+            f'curl -fsS --max-time {timeout - 2} -X POST "{target}"'
             f" -H \"Authorization: Bearer ${KEY_VAR}\" -H 'Content-Type: application/json'"
             " --data-binary @- || true"
         )

@@ -1,14 +1,18 @@
 """`memorysaas index`: what of a git working tree to send to the project's code graph.
 
-An incremental index sends the files that changed since the commit last indexed: `git diff
---name-status -M <commit>` against the working tree (edits not yet committed included) and the
-untracked files git does not ignore, as the graph API's JSON batches (`files` with their content,
-`deleted`, `renamed` old → new). A full index sends the working tree's files as one .tar.gz.
-Only text files up to the server's size limit travel: the graph parses source code, nothing else.
+What the server holds after an index is the working tree as it was: the commit then checked out,
+with the edits not yet committed (and untracked files) on top — the "overlay", remembered as a
+fingerprint per path. The next incremental index sends what differs from that: the files `git diff
+--name-status -M <that commit>` finds against the working tree now, less those whose fingerprint
+has not changed since, plus the overlay's files that went back to the commit's version; as the
+graph API's JSON batches (`files` with their content, `deleted`, `renamed` old → new). A full index
+sends the working tree's files as one .tar.gz. Only text files up to the server's size limit
+travel: the graph parses source code, nothing else.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import subprocess
 import tarfile
@@ -81,6 +85,40 @@ def changes_since(root: Path, commit: str) -> Changes:
         p for p in _git(root, "ls-files", "--others", "--exclude-standard", "-z").split("\0") if p
     ]
     return found
+
+
+GONE = "-"  # the fingerprint of a path with no file
+
+
+def fingerprint(root: Path, path: str) -> str:
+    try:
+        return hashlib.sha1((root / path).read_bytes(), usedforsecurity=False).hexdigest()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return GONE
+
+
+def overlay(root: Path) -> dict[str, str]:
+    """The working tree's differences from HEAD: path → fingerprint (GONE for a deletion)."""
+    changes = changes_since(root, "HEAD")
+    paths = [*changes.changed, *changes.deleted, *changes.renamed]
+    return {path: fingerprint(root, path) for path in paths}
+
+
+def pending_changes(root: Path, commit: str, sent: dict[str, str]) -> Changes:
+    """What differs between the working tree and what the server holds: `commit` with the
+    overlay `sent` on top."""
+    changes = changes_since(root, commit)
+    seen = {*changes.changed, *changes.deleted, *changes.renamed}
+    same = {path for path in seen if path in sent and sent[path] == fingerprint(root, path)}
+    pending = Changes(
+        changed=[p for p in changes.changed if p not in same],
+        deleted=[p for p in changes.deleted if p not in same],
+        renamed={old: new for old, new in changes.renamed.items() if new not in same and old not in same},
+    )
+    for path in sent:  # back to the commit's version (or gone, if the commit never had it)
+        if path not in seen:
+            (pending.changed if fingerprint(root, path) != GONE else pending.deleted).append(path)
+    return pending
 
 
 def working_tree_files(root: Path) -> list[str]:
