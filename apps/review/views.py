@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from memorysaas_client.connect import blocks as agent_blocks
 
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
@@ -36,6 +37,7 @@ from apps.review.forms import (
     split_list,
 )
 from apps.review.rules_import import MAX_RULES, Rule, parse_rules, recipe_from_text, steps_text
+from apps.tenants import services as tenant_services
 from apps.tenants.dashboard import posted_text, project_page
 from apps.tenants.roles import Perm
 from memorysaas.errors import ApiError
@@ -801,11 +803,40 @@ def _answers(hit) -> bool:
 # ---------------------------------------------------------------- connect an agent
 
 
+# What a key made for an agent carries: reading memories and context (hooks' answers, MCP
+# search), writing them (`remember`, feedback, the page's "record a memory" example) and sending
+# the agent's sessions (the hooks). Limited to the project, so no snippet needs a project id.
+AGENT_KEY_SCOPES = (Perm.MEMORIES_READ, Perm.MEMORIES_WRITE, Perm.OBSERVER_WRITE)
+
+
 @project_page(Perm.MEMORIES_READ)
-@require_GET
+@require_http_methods(["GET", "POST"])
 def connect(request, project):
-    return render(
+    """The blocks to paste for each agent, for this server's address; an admin can make the
+    agent's key here (POST), shown once in the `export` line."""
+    new_key = None
+    if request.method == "POST":
+        _require(request, project, Perm.ADMIN)
+        _, new_key = tenant_services.api_key_create(
+            organization=project.organization,
+            actor=request.principal,
+            name=f"Agent: {project.name}"[:120],
+            scopes=AGENT_KEY_SCOPES,
+            project=project,
+        )
+    server = request.build_absolute_uri("/").rstrip("/")
+    response = render(
         request,
         "review/connect.html",
-        {"project": project, "can_make_keys": _can(request, project, Perm.ADMIN)},
+        {
+            "project": project,
+            "can_make_keys": _can(request, project, Perm.ADMIN),
+            "agent_scopes": AGENT_KEY_SCOPES,
+            "new_key": new_key,
+            "server": server,
+            "blocks": agent_blocks(server, str(project.id)),
+        },
     )
+    if new_key:
+        response["Cache-Control"] = "no-store"  # (the secret is in this one response)
+    return response
