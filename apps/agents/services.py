@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -52,6 +53,9 @@ CONTEXT_BUILDERS = 8
 TOP_GOTCHAS = 5
 GOTCHA_TYPES = ("gotcha", "error_pattern", "dead_end")
 CLIENT = "claude-code"
+# A session with no delivery for this long is over, whether or not its SessionEnd came.
+IDLE_AFTER = timedelta(hours=2)
+IDLE_BATCH = 500
 
 
 class Refused(ApiError):
@@ -284,6 +288,7 @@ def hook_deliver(*, principal: Principal, project_id: UUID | None, hook: H.Hook)
 def _session_start(target: Target, hook: H.Hook) -> dict[str, Any]:
     with _budget():
         held = _hold_or_open(target=target, hook=hook, keys=[], opens=True)
+        _touch(held)
     if held is None or held.control:
         return {}
     text = _within(CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(target.principal, held, gotchas=True))
@@ -293,6 +298,7 @@ def _session_start(target: Target, hook: H.Hook) -> dict[str, Any]:
 def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
     with _budget():
         held = _hold_or_open(target=target, hook=hook, keys=[], opens=True)
+        _touch(held)
         first = (
             held is not None and held.open and (held.opened or _task_set(target.principal, held, hook.prompt))
         )
@@ -308,6 +314,12 @@ def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
         )
     context = _within(CONTEXT_BUDGET_MS, "context", lambda: _prompt_context(target, hook, session_id))
     return H.reply(hook.event, H.prompt_context_text(plan, context))
+
+
+def _touch(held: Held | None) -> None:
+    """A delivery that records no event still says the session is alive (the idle sweep)."""
+    if held is not None and held.open and not held.opened:
+        HookSession.objects.filter(pk=held.session_id).update(last_delivery_at=timezone.now())
 
 
 def _task_set(principal: Principal, held: Held, prompt: str) -> bool:
@@ -396,6 +408,37 @@ def _session_end(target: Target, hook: H.Hook) -> dict[str, Any]:
         outcome = H.outcome_for(validated=held.validation_passed, edited=held.edited)
         observer.session_complete(session=Session(id=held.session_id), outcome=outcome, steps=held.tool_steps)
     return {}
+
+
+def hook_sessions_complete_idle(*, now: datetime | None = None) -> int:
+    """Complete every open hooks session that has had no delivery for IDLE_AFTER: its SessionEnd
+    never came. Each is completed as SessionEnd would (its outcome from its test runs), under its
+    row, so a delivery arriving meanwhile is not lost: the session is passed over, or the
+    delivery finds it closed. Returns how many were completed."""
+    cutoff = (now or timezone.now()) - IDLE_AFTER
+    idle = list(
+        HookSession.objects.filter(
+            last_delivery_at__lt=cutoff, session__status=SessionStatus.OPEN
+        ).values_list("session_id", flat=True)[:IDLE_BATCH]
+    )
+    completed = 0
+    for session_id in idle:
+        with transaction.atomic():
+            held = (
+                HookSession.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("session")
+                .defer("session__scratchpad")
+                .filter(
+                    session_id=session_id, last_delivery_at__lt=cutoff, session__status=SessionStatus.OPEN
+                )
+                .first()
+            )
+            if held is None:
+                continue
+            outcome = H.outcome_for(validated=held.validation_passed, edited=bool(held.session.edited_files))
+            observer.session_complete(session=held.session, outcome=outcome, steps=held.tool_steps)
+            completed += 1
+    return completed
 
 
 _HANDLERS: dict[str, Callable[[Target, H.Hook], dict[str, Any]]] = {

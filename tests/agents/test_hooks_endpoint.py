@@ -246,3 +246,49 @@ def test_a_slow_database_is_answered_in_time_without_context(claude, alice, monk
     assert session.task.startswith("Orders placed")  # the write part was not held up
     again = claude({**prompt, "prompt": "What do we know about the discount code emails?"})
     assert "discount code" in again["hookSpecificOutput"]["additionalContext"]  # (free again: it is served)
+
+
+def test_a_session_whose_end_never_came_is_completed_once_idle(claude):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.agents.services import IDLE_AFTER, hook_sessions_complete_idle
+    from apps.agents.tasks import idle_sessions_task
+
+    for payload in deliveries("cc-idle")[:-1]:  # (no SessionEnd)
+        claude(payload)
+    for payload in deliveries("cc-busy")[:3]:
+        claude(payload)
+    assert hook_sessions_complete_idle() == 0  # both were just heard from
+    HookSession.objects.filter(session__external_id="cc-idle").update(
+        last_delivery_at=timezone.now() - IDLE_AFTER - timedelta(minutes=1)
+    )
+    assert idle_sessions_task() == {"completed": 1}
+    idle, busy = Session.objects.get(external_id="cc-idle"), Session.objects.get(external_id="cc-busy")
+    assert (idle.status, idle.outcome, busy.status) == ("completed", "success", "open")
+    assert hook_sessions_complete_idle() == 0  # (once)
+
+
+def test_a_prompt_keeps_a_session_alive(claude):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.agents.services import IDLE_AFTER, hook_sessions_complete_idle
+
+    recorded = deliveries("cc-talk")
+    for payload in recorded[:3]:
+        claude(payload)
+    HookSession.objects.filter(session__external_id="cc-talk").update(
+        last_delivery_at=timezone.now() - IDLE_AFTER - timedelta(minutes=1)
+    )
+    claude(recorded[10])  # a later prompt, no tool call
+    assert hook_sessions_complete_idle() == 0
+
+
+def test_the_idle_sweep_is_scheduled():
+    from memorysaas.schedules import JOBS
+
+    job = JOBS["agents.idle_sessions"]
+    assert (job.func, job.schedule_type, job.minutes) == ("apps.agents.tasks.idle_sessions_task", "I", 30)

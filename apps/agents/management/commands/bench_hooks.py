@@ -13,7 +13,9 @@ Claude Code sessions at once, each one request after another:
 2. --prompts UserPromptSubmit deliveries per session after its first (which also carries the start
    plan), one request at a time as people type them → context_p95_ms over the answers that
    carried context; then as many again while every session keeps delivering PostToolUse →
-   context_under_load_p95_ms (and those deliveries' hook_under_prompts_p95_ms);
+   context_under_load_p95_ms (and those deliveries' hook_under_prompts_p95_ms); and, between
+   the two, as many `POST /projects/{id}/context` with the same prompts → context_endpoint_p95_ms
+   (what packing the context costs without a hook around it);
 3. SessionEnd for every session (completes it; finalize is queued, not measured).
 
 Targets: hook p95 ≤ 2 × no-op p95, context p95 ≤ 100 ms, no errors (a non-2xx answer, a body
@@ -276,7 +278,7 @@ class Command(BaseCommand):
         count = opts["sessions"]
         limits = httpx.Limits(max_connections=count + 1, max_keepalive_connections=count + 1)
         sessions = [f"bench-{uuid.uuid4()}" for _ in range(count)]
-        noop, hook, prompts, loaded, busy, setup = (Tally() for _ in range(6))
+        noop, hook, prompts, loaded, busy, endpoint, setup = (Tally() for _ in range(7))
         async with httpx.AsyncClient(
             base_url=url, timeout=opts["timeout"], limits=limits, headers=bench.headers
         ) as client:
@@ -310,6 +312,9 @@ class Command(BaseCommand):
             # Prompts come one at a time (people type them; agents' tool calls are what comes at
             # once): first with nothing else running, then while every session keeps delivering.
             await self._prompts(post, sessions, opts["prompts"], prompts)
+            for n in range(opts["prompts"] * count):  # the same work through /context, for comparison
+                body = {"task": self.prompts[(n + 1) % len(self.prompts)]}
+                await post(f"/api/v1/projects/{bench.project.id}/context", body, endpoint)
             stop = asyncio.Event()
             background = [asyncio.create_task(self._until(post, s, stop, busy)) for s in sessions]
             await self._prompts(post, sessions, opts["prompts"], loaded, offset=opts["prompts"])
@@ -319,7 +324,15 @@ class Command(BaseCommand):
                 *(post(HOOKS, delivery(s, "SessionEnd", reason="other"), setup) for s in sessions)
             )
         hook_p95, noop_p95 = _percentile(hook.latencies_ms, 95), _percentile(noop.latencies_ms, 95)
-        errors = noop.errors + hook.errors + prompts.errors + loaded.errors + busy.errors + setup.errors
+        errors = (
+            noop.errors
+            + hook.errors
+            + prompts.errors
+            + loaded.errors
+            + busy.errors
+            + endpoint.errors
+            + setup.errors
+        )
         return {
             "hook_p50_ms": _percentile(hook.latencies_ms, 50),
             "hook_p95_ms": hook_p95,
@@ -330,6 +343,7 @@ class Command(BaseCommand):
             "context_p50_ms": _percentile(prompts.latencies_ms, 50),
             "context_p95_ms": _percentile(prompts.latencies_ms, 95),
             "context_under_load_p95_ms": _percentile(loaded.latencies_ms, 95),
+            "context_endpoint_p95_ms": _percentile(endpoint.latencies_ms, 95),
             "hook_under_prompts_p95_ms": _percentile(busy.latencies_ms, 95),
             "prompts_with_context": prompts.with_context + loaded.with_context,
             "prompts": 2 * opts["prompts"] * count,
