@@ -41,16 +41,31 @@ def test_login_remember_search_sync_and_search_offline(server, home, bob):
     assert online.returncode == 0, online.stderr
     assert online.stdout.startswith(f"{str(memory.id)[:8]}  gotcha")
 
+    context = run(home, "context", "check the jwt clock skew", "--file", "auth/tokens.py")
+    assert context.returncode == 0, context.stderr
+    assert f"Memory #{str(memory.id)[:8]}" in context.stdout
+
     synced = run(home, "sync")
     assert synced.returncode == 0, synced.stderr
     assert "pulled=1" in synced.stdout and "(replica: 1 memories)" in synced.stdout
     Device.objects.filter(id=device.id, last_sync_at__isnull=False).get()
+    watched = run(home, "sync", "--watch", "--interval", "1", "--times", "2")
+    assert watched.stdout.count("pushed=0 pulled=0") == 2, watched.stderr
+
+    exported = run(home, "export", "--format", "markdown")
+    assert (
+        "## gotcha" in exported.stdout
+        and "- verify_jwt rejects tokens skewed over 30 s. (`auth/tokens.py`)" in exported.stdout
+    )
+    assert f"export MEMORYSAAS_KEY=msk_{device.api_key.prefix}_" in run(home, "env").stdout
 
     stop(server["process"])
     offline = run(home, "search", "verify_jwt")
     assert offline.returncode == 0, offline.stderr
     assert "searching the offline replica" in offline.stderr
     assert offline.stdout.startswith(f"{str(memory.id)[:8]}  gotcha")
+    offline_export = run(home, "export", "--format", "json")
+    assert offline_export.returncode == 0 and str(memory.id) in offline_export.stdout
     queued = run(home, "remember", "Offline note about the zqxj cache.")
     assert queued.returncode == 0 and queued.stdout.startswith("Queued local:")
     assert run(home, "search", "--offline", "zqxj").stdout.startswith("local:")

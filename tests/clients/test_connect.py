@@ -127,3 +127,25 @@ def test_the_blocks_are_the_ones_the_agent_docs_give():
     assert json.loads(ours["claude_mcp"]) in documented and json.loads(ours["cursor_mcp"]) in documented
     codex = tomllib.loads(re.search(r"```toml\n(.*?)```", mcp_doc, re.S).group(1))
     assert tomllib.loads(ours["codex_config"]) == codex
+
+
+def test_our_entry_keeps_what_the_person_added_to_it(tmp_path, repo):
+    config = repo / ".codex" / "config.toml"
+    config.write_text(
+        '[mcp_servers.memorysaas]\nurl = "http://old:8000/mcp"\nenabled_tools = ["search_memory"]\n'
+    )
+    assert "updated   MCP server memorysaas" in connect(tmp_path, repo, "codex").stdout
+    entry = tomllib.loads(config.read_text())["mcp_servers"]["memorysaas"]
+    assert entry == {
+        "url": f"{URL}/mcp",
+        "bearer_token_env_var": "MEMORYSAAS_KEY",
+        "enabled_tools": ["search_memory"],
+    }
+
+
+def test_a_toml_file_that_does_not_parse_is_left_alone(tmp_path, repo):
+    config = repo / ".codex" / "config.toml"
+    config.write_text("[mcp_servers\nbroken")
+    refused = run(tmp_path, "--url", URL, "connect", "codex", "--dir", str(repo))
+    assert refused.returncode == 1 and "is not valid TOML" in refused.stderr
+    assert config.read_text() == "[mcp_servers\nbroken"

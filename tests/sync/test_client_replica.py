@@ -289,7 +289,7 @@ def test_a_change_the_server_rejects_is_set_aside_and_everything_else_syncs(alic
     assert replica.search_text("idempotency") and replica.search_text("Meanwhile")
     assert replica.get(str(dead_end.id))["version"] == 1  # the server's copy is back
     first, second = replica.rejected()
-    assert first["change"]["id"] == str(dead_end.id) and "not be valid" in first["reason"]["message"]
+    assert first["change"]["id"] == str(dead_end.id) and "does not fit" in first["reason"]["message"]
     assert second["change"]["ref"] == "local:old" and second["reason"]["details"]
     assert replica.get("local:old") is None  # the server will never have it
     assert replica.pending() == 0
@@ -390,3 +390,13 @@ def test_an_outbox_an_older_client_wrote_is_folded_before_it_is_split(alice, dev
     server = Memory.objects.get(id=edited.id)
     assert (server.content, server.tags) == ("Tokens last a day.", ["auth"])
     assert not Memory.objects.filter(id=deleted.id).exists()
+
+
+def test_offline_search_can_keep_to_some_types(alice, device):
+    replica, client = device
+    gotcha = make_memory(alice, content="verify_jwt needs the issuer.", type="gotcha")
+    decision = make_memory(alice, content="We verify_jwt with RS256 only.", type="decision")
+    replica.sync(client)
+    assert {m["id"] for m in replica.find("verify_jwt")} == {str(gotcha.id), str(decision.id)}
+    assert [m["id"] for m in replica.find("verify_jwt", types=["decision"])] == [str(decision.id)]
+    assert replica.find("verify_jwt", types=["dead_end"]) == []

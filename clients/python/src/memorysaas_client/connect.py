@@ -16,12 +16,13 @@ it shows is what this command writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tomlkit
+from tomlkit.exceptions import TOMLKitError
 
 KEY_VAR = "MEMORYSAAS_KEY"
 SERVER_NAME = "memorysaas"
@@ -174,19 +175,23 @@ def merge_claude_hooks(settings: dict[str, Any], ours: dict[str, list[dict[str, 
     return actions
 
 
-def merge_server(servers: dict[str, Any], entry: dict[str, Any]) -> str:
-    """Set our MCP server's entry, keeping keys of it that are not ours (a tool filter, say) and
-    dropping those of the other transport."""
+def merge_server(servers: MutableMapping[str, Any], entry: dict[str, Any]) -> str:
+    """Set our MCP server's entry in `servers`, in place. An entry of ours already there keeps
+    its keys that are not ours (a tool filter, say) and loses those of the other transport."""
     current = servers.get(SERVER_NAME)
-    if current == entry:
-        return "unchanged"
+    if current is None:
+        servers[SERVER_NAME] = dict(entry)
+        return "added"
+    if not isinstance(current, MutableMapping):
+        raise ConfigError(f"the `{SERVER_NAME}` entry is not a table")
     other = STDIO_KEYS if "url" in entry else HTTP_KEYS
-    kept = {k: v for k, v in (current or {}).items() if k not in other} if isinstance(current, dict) else {}
-    merged = {**kept, **entry}
-    if current == merged:
-        return "unchanged"
-    servers[SERVER_NAME] = merged
-    return "updated" if current is not None else "added"
+    stale = [key for key in current if key in other and key not in entry]
+    differing = [key for key, value in entry.items() if current.get(key) != value]
+    for key in stale:
+        del current[key]
+    for key in differing:
+        current[key] = entry[key]
+    return "updated" if stale or differing else "unchanged"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -257,29 +262,17 @@ def connect_codex(root: Path, *, url: str, project_id: str, transport: str = "ht
     before = path.read_text() if path.exists() else None
     try:
         document = tomlkit.parse(before or "")
-    except tomlkit.exceptions.ParseError as error:
+    except TOMLKitError as error:
         raise ConfigError(
             f"{path} is not valid TOML ({error}); fix or move it, then run this again"
         ) from None
-    servers = document.get("mcp_servers")
-    if servers is None:
-        servers = tomlkit.table(is_super_table=True)
-        document["mcp_servers"] = servers
-    elif not isinstance(servers, dict):
+    if "mcp_servers" not in document:
+        document["mcp_servers"] = tomlkit.table(is_super_table=True)
+    servers = document["mcp_servers"]
+    if not isinstance(servers, MutableMapping):
         raise ConfigError(f"`mcp_servers` in {path} is not a table")
-    entry = mcp_entry("codex", url, transport=transport)
-    current = servers.get(SERVER_NAME)
-    plain = dict(current.unwrap()) if current is not None and hasattr(current, "unwrap") else current
-    action = merge_server({SERVER_NAME: plain} if plain is not None else {}, entry)
+    action = merge_server(servers, mcp_entry("codex", url, transport=transport))
     if action != "unchanged":
-        other = STDIO_KEYS if "url" in entry else HTTP_KEYS
-        table = current if isinstance(current, dict) else tomlkit.table()
-        for key in [k for k in table if k in other and k not in entry]:
-            del table[key]
-        for key, value in entry.items():
-            table[key] = value
-        if current is None:
-            servers[SERVER_NAME] = table
         _write_if_changed(path, before, tomlkit.dumps(document))
     return [Change(path, f"MCP server {SERVER_NAME}", action)]
 

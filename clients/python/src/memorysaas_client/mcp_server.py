@@ -115,14 +115,7 @@ class Backend:
         return str(matches[0].id)
 
     def offline_search(self, query: str, *, types: list[str], limit: int) -> list[dict[str, Any]]:
-        replica = self.replica()
-        wanted = set(types)
-        found = []
-        for memory_id in replica.search_text(query, limit=limit * 3 if wanted else limit):
-            memory = replica.get(memory_id)
-            if memory and (not wanted or memory["type"] in wanted):
-                found.append(brief(memory))
-        return found[:limit]
+        return [brief(memory) for memory in self.replica().find(query, limit, types=types)]
 
 
 def _types(values: list[str]) -> list[str]:

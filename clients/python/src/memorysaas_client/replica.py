@@ -213,16 +213,28 @@ class Replica:
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM memories").fetchone()[0]
 
-    def search_text(self, query: str, limit: int = 10) -> list[str]:
+    def search_text(self, query: str, limit: int = 10, *, types: Sequence[str] = ()) -> list[str]:
         """Ids by FTS5 rank, any term of the query matching: identifiers match whole and by their
-        parts, and camelCase and snake_case spellings of one name find each other."""
+        parts, and camelCase and snake_case spellings of one name find each other. With `types`,
+        only memories of those types."""
         terms = " OR ".join(f'"{t}"' for t in dict.fromkeys(_terms(query)))
         if not terms:
             return []
+        of_types = f" AND m.type IN ({', '.join('?' * len(types))})" if types else ""
         rows = self.db.execute(
-            "SELECT id FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?", (terms, limit)
+            "SELECT f.id FROM memories_fts f JOIN memories m ON m.id = f.id"
+            f" WHERE memories_fts MATCH ?{of_types} ORDER BY f.rank LIMIT ?",
+            (terms, *types, limit),
         ).fetchall()
         return [r[0] for r in rows]
+
+    def find(self, query: str, limit: int = 10, *, types: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """The memories themselves, as `search_text` ranks them."""
+        return [m for m in map(self.get, self.search_text(query, limit, types=types)) if m is not None]
+
+    def all(self) -> list[dict[str, Any]]:
+        ids = [row[0] for row in self.db.execute("SELECT id FROM memories ORDER BY id").fetchall()]
+        return [m for m in map(self.get, ids) if m is not None]
 
     def search_vector(self, vector: Sequence[float], limit: int = 10) -> list[tuple[str, float]]:
         """(id, cosine distance) of the nearest memories, through the vector index."""
