@@ -13,9 +13,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apps.tenants import device_flow
 from apps.tenants.dashboard import _principal
 from apps.tenants.models import Project
+from apps.tenants.ratelimit.throttle import record_failed_auth, refuse_if_locked_out
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import as_uuid
-from memorysaas.errors import ApiError, NotFound
+from memorysaas.errors import ApiError, NotFound, RateLimited
 
 
 def _syncable_projects(principal) -> list[Project]:
@@ -36,8 +37,22 @@ def device(request):
     raw = request.GET.get("user_code", "").strip()
     if not raw:
         return render(request, "tenants/device.html", {})
+    # Guessing codes costs what guessing keys does: wrong ones spend the address's budget.
+    try:
+        refuse_if_locked_out(request)
+    except RateLimited:
+        return render(
+            request,
+            "tenants/device.html",
+            {
+                "error": "Too many unknown codes from this address: wait a minute, then try again.",
+                "entered": raw,
+            },
+            status=429,
+        )
     authorization = device_flow.authorization_for_user_code(raw)
     if authorization is None:
+        record_failed_auth(request)
         return render(
             request,
             "tenants/device.html",

@@ -3,6 +3,7 @@ device makes and the /device page a signed-in person approves it on."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 import pytest
@@ -150,3 +151,17 @@ def test_the_endpoints_refuse_bad_bodies_with_the_envelope():
     assert client.post("device/code", {}).status_code == 422
     wrong_grant = client.post("device/token", {"grant_type": "password", "device_code": "x"})
     assert wrong_grant.status_code == 422 and wrong_grant.json()["error"]["code"] == "validation_error"
+
+
+def test_guessing_user_codes_spends_the_addresses_failed_authentication_budget(settings, alice):
+    settings.RATE_LIMIT_ENABLED = True
+    settings.RATE_LIMIT_STORE = "postgres"
+    settings.RATE_LIMIT_FAILED_AUTH_BURST = 2
+    settings.RATE_LIMIT_FAILED_AUTH_PER_MINUTE = 1
+    browser = signed_in(alice)
+    address = {"HTTP_X_FORWARDED_FOR": f"2001:db8::{secrets.token_hex(2)}"}  # (a bucket of its own)
+    code = start()
+    for guess in ("BCDF-BCDF", "GHJK-GHJK"):
+        assert browser.get("/device/", {"user_code": guess}, **address).status_code == 404
+    refused = browser.get("/device/", {"user_code": code["user_code"]}, **address)
+    assert refused.status_code == 429 and b"Too many unknown codes" in refused.content
