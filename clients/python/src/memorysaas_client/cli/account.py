@@ -67,9 +67,8 @@ def status(env: Env) -> None:
     """Who this device is logged in as, and whether the service answers."""
     profile = env.profile
     click.echo(f"service:  {profile.url}")
-    click.echo(
-        f"project:  {profile.organization_slug}/{profile.project_slug} ({profile.project_id or 'none'})"
-    )
+    named = f"{profile.organization_slug}/{profile.project_slug} " if profile.project_slug else ""
+    click.echo(f"project:  {named}({profile.project_id or 'none'})")
     if not profile.key:
         click.echo("key:      none (run `memorysaas login`)")
         return
