@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from apps.agents import hooks as H
@@ -237,9 +238,8 @@ def _within(milliseconds: int, what: str, build: Callable[[], str]) -> str:
     connection could not see."""
     if connection.in_atomic_block:
         return _built(milliseconds, what, build)
-    future = _builders.submit(
-        _build_beside, time.monotonic() + milliseconds / 1000, milliseconds, what, build
-    )
+    deadline = time.monotonic() + milliseconds / 1000
+    future = _builders().submit(_build_beside, deadline, milliseconds, what, build)
     try:
         return future.result(timeout=milliseconds / 1000)
     except TimeoutError:
@@ -261,14 +261,46 @@ def _built(milliseconds: int, what: str, build: Callable[[], str]) -> str:
 def _build_beside(deadline: float, milliseconds: int, what: str, build: Callable[[], str]) -> str:
     if time.monotonic() >= deadline:  # (it waited for a thread until its answer was given up)
         return ""
+    # A builder keeps its connection between jobs (opening one costs more than most builds),
+    # checked as a request's is: past its age or broken, it is replaced.
+    close_old_connections()
     try:
         return _built(milliseconds, what, build)
-    finally:
-        connection.close()  # (this thread's: back to the pool, so no connection outlives its job)
+    except DatabaseError:
+        connection.close()
+        raise
 
 
-# Threads that build answers' context; more at once only queue behind each other on two cores.
-_builders = ThreadPoolExecutor(max_workers=CONTEXT_BUILDERS, thread_name_prefix="hook-context")
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _builders() -> ThreadPoolExecutor:
+    """Threads that build answers' context; more at once would only queue behind each other."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=CONTEXT_BUILDERS, thread_name_prefix="hook-context")
+        return _executor
+
+
+def close_context_builders() -> None:
+    """Close every builder thread's connection and stop the threads (tests do this before their
+    database goes away). Each thread takes one closing job: they all wait at a barrier."""
+    global _executor
+    with _executor_lock:
+        executor, _executor = _executor, None
+    if executor is None:
+        return
+    barrier = threading.Barrier(CONTEXT_BUILDERS)
+
+    def close() -> None:
+        barrier.wait(timeout=10)
+        connection.close()
+
+    for done in [executor.submit(close) for _ in range(CONTEXT_BUILDERS)]:
+        done.result()
+    executor.shutdown(wait=True)
 
 
 # ---------------------------------------------------------------- deliveries

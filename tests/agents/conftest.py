@@ -17,3 +17,13 @@ def memory_group(monkeypatch):
     from apps.observer import services
 
     monkeypatch.setattr(services, "ab_group", lambda session_id: "memory")
+
+
+@pytest.fixture(autouse=True)
+def _context_builders_closed():
+    """The threads that build hooks' context keep their connections: closed after each test,
+    before its database is flushed or dropped."""
+    yield
+    from apps.agents.services import close_context_builders
+
+    close_context_builders()
