@@ -114,6 +114,7 @@ class Held:
     root: str
     has_task: bool
     edited: bool
+    quiet: bool  # no delivery for a few minutes
     last_seq: int
     tool_steps: int
     validated_step: int | None
@@ -132,7 +133,8 @@ class Held:
 
 _HOLD = f"""
     SELECT h.session_id, h.organization_id, s.status, s.ab_group, s.root, s.task <> '',
-        cardinality(s.edited_files) > 0, h.last_seq, h.tool_steps, h.validated_step, h.validation_passed,
+        cardinality(s.edited_files) > 0, h.last_delivery_at < now() - interval '5 minutes', h.last_seq,
+        h.tool_steps, h.validated_step, h.validation_passed,
         (SELECT json_object_agg(d.key, d.step) FROM {HookDelivery._meta.db_table} d
          WHERE d.hook_session_id = h.session_id AND d.key = ANY(%s::varchar[])),
         set_config('statement_timeout', %s, true)
@@ -349,8 +351,9 @@ def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
 
 
 def _touch(held: Held | None) -> None:
-    """A delivery that records no event still says the session is alive (the idle sweep)."""
-    if held is not None and held.open and not held.opened:
+    """A delivery that records no event still says the session is alive (to the idle sweep,
+    which waits hours: a session heard from minutes ago needs no write)."""
+    if held is not None and held.open and held.quiet:
         HookSession.objects.filter(pk=held.session_id).update(last_delivery_at=timezone.now())
 
 
