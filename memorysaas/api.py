@@ -26,6 +26,7 @@ from memorysaas.errors import (
     field_errors,
     unreadable_request_response,
 )
+from memorysaas.openapi import JSON_VALUE, describe_request_text
 from memorysaas.schemas import parse_json
 
 
@@ -73,26 +74,36 @@ ERROR_DESCRIPTIONS = {
         "The body is over the size limit for this path (`payload_too_large`), or a batch holds"
         " too many items (`batch_too_large`); `details` gives the limit."
     ),
-    404: "Not found, or not visible to the caller (`not_found`).",
+    404: (
+        "Not found, or not visible to the caller (`not_found`): the object the path names, or one"
+        " the query or body names (a project, an organization, a team)."
+    ),
     415: "The body is not application/json (`unsupported_media_type`).",
     422: "The request is not valid (`validation_error`); `details` says where.",
     429: (
-        "Over a rate limit (`rate_limited`): the key's, its organization's, or its address's after"
-        " failed authentications; `Retry-After` and `details` say when to try again."
+        "Over a rate limit (`rate_limited`): the key's, its organization's, its address's after"
+        " failed authentications, or this client's requests waiting at once; `Retry-After` and"
+        " `details` say when to try again."
     ),
+    503: (
+        "The database cannot be reached right now (`database_unavailable`); `Retry-After` says"
+        " when to try again."
+    ),
+}
+# The answers that say when to come back (rate limits, the admission gate, the database's absence).
+_RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}
 }
 
 
 def error_responses(operation: dict) -> dict[int, dict]:
     """The error responses every operation of this shape can give (its own declared ones aside)."""
-    statuses = set()
+    statuses = {429, 503}  # (the admission gate and the database, in front of every operation)
     if operation.get("security"):
-        statuses |= {401, 403, 429}
+        statuses |= {401, 403}
     parameters = operation.get("parameters", [])
-    if any(p.get("in") == "path" for p in parameters):
-        statuses.add(404)
     if parameters or "requestBody" in operation:
-        statuses.add(422)
+        statuses |= {404, 422}
     if any(p.get("in") == "query" for p in parameters):
         statuses.add(400)  # (over DATA_UPLOAD_MAX_NUMBER_FIELDS)
     if "requestBody" in operation:
@@ -101,6 +112,7 @@ def error_responses(operation: dict) -> dict[int, dict]:
         status: {
             "description": ERROR_DESCRIPTIONS[status],
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+            **({"headers": _RETRY_AFTER} if status in (429, 503) else {}),
         }
         for status in sorted(statuses)
     }
@@ -111,14 +123,18 @@ class Api(NinjaAPI):
         self, *, path_prefix: str | None = None, path_params: dict | None = None
     ) -> OpenAPISchema:
         """ninja's schema, with the error envelope (`ErrorOut`) and the error responses of each
-        operation: auth (401/403), a path object (404), a body (400/415) and validation (422)."""
+        operation: auth (401/403), an object it names (404), a body (400/413/415), validation
+        (422), load and the database (429/503); and a pattern on every string a request sends."""
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
-        schema.setdefault("components", {}).setdefault("schemas", {})["ErrorOut"] = copy.deepcopy(ERROR_OUT)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components["ErrorOut"] = copy.deepcopy(ERROR_OUT)
+        components["JsonValue"] = copy.deepcopy(JSON_VALUE)
         for item in schema.get("paths", {}).values():
             for operation in item.values():
                 responses = operation.setdefault("responses", {})
                 for status, response in error_responses(operation).items():
                     responses.setdefault(status, response)
+                describe_request_text(operation, components)
         return schema
 
 
@@ -209,6 +225,7 @@ def _register_routers() -> None:
 
     api.add_router("", tenants_router)
     for module in (
+        "apps.tenants.device_api",
         "apps.memories.api",
         "apps.observer.api",
         "apps.graph.api",
@@ -228,4 +245,3 @@ def _register_routers() -> None:
 
 
 _register_routers()
-        "apps.tenants.device_api",

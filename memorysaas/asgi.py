@@ -46,6 +46,11 @@ async def http(scope, receive, send):
 # Requests wait at the admission gate, holding no thread or connection, until a place is theirs.
 application = ProtocolTypeRouter({"http": AdmissionMiddleware(http), "websocket": websocket})
 
+# Multipart bodies reach Django unparsed, so a broken one is answered in the API's envelope.
+from memorysaas.multipart import leave_form_bodies_to_django  # noqa: E402
+
+leave_form_bodies_to_django()
+
 # The first searches should not wait for the local models to load (apps/memories/precision.py).
 from apps.memories.precision import warm_in_background  # noqa: E402
 

@@ -61,6 +61,13 @@ class RateLimited(ApiError):
         self.retry_after = max(1, math.ceil(retry_after))
 
 
+class Conflict(ApiError):
+    """409: the request is valid, but not with the state its objects are in now."""
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        super().__init__(409, message, **kwargs)
+
+
 class Invalid(ApiError):
     def __init__(self, message: str, *, details: Any = None, code: str = "validation_error") -> None:
         super().__init__(422, message, code=code, details=details)

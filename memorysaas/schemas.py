@@ -12,6 +12,7 @@ from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from memorysaas.jsontypes import JsonTyped
+from memorysaas.openapi import ONE_LINE, stripped_text_schema
 
 # How deep a request's JSON may nest. Real payloads (a tool call's arguments, a recipe's steps)
 # stay within a handful of levels; a deeper one is refused before anything walks it, since
@@ -108,7 +109,11 @@ def single_line(value: str) -> str:
     return value
 
 
-Name = Annotated[str, Field(min_length=1, max_length=120), AfterValidator(single_line)]
+Name = Annotated[
+    str,
+    Field(min_length=1, max_length=120, json_schema_extra={"pattern": ONE_LINE}),
+    AfterValidator(single_line),
+]
 
 
 class InputSchema(Schema, JsonTyped):
@@ -116,7 +121,9 @@ class InputSchema(Schema, JsonTyped):
     characters, which PostgreSQL text cannot store, and JSON nested deeper than MAX_DEPTH. Numbers
     and booleans keep their JSON types (`true` is not 1, `"3"` is not 3)."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid", str_strip_whitespace=True, json_schema_extra=stripped_text_schema
+    )
 
     @model_validator(mode="before")
     @classmethod

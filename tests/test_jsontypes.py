@@ -39,3 +39,13 @@ def test_json_numbers_and_strings_still_validate_as_before():
     assert (body.count, body.ratio, body.ids, body.weights) == (2, 1.0, [1, 2], {"a": 0.5})
     with pytest.raises(ValidationError):
         Query.model_validate({"count": 0})  # the field's own constraints stay
+
+
+def test_a_whole_number_written_with_a_fraction_is_an_integer():
+    """JSON has one number type, and OpenAPI's `integer` admits 12.0: a search's `"limit": 12.0`
+    was refused. A fraction is still refused, and so is what lax mode would convert."""
+    body = Body.model_validate({"count": 12.0, "ids": [1.0, 2]})
+    assert (body.count, body.ids) == (12, [1, 2]) and type(body.count) is int
+    for data in ({"count": 12.5}, {"ids": [1.5]}, {"count": 0.0}, {"count": True}):
+        with pytest.raises(ValidationError):
+            Body.model_validate(data)

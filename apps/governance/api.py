@@ -7,6 +7,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Field, Query, Router, Status
+from pydantic import ConfigDict
 
 from apps.governance import selectors, services, trust
 from apps.governance.models import DisputeStatus, Resolution
@@ -16,6 +17,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import conflict
+from memorysaas.openapi import link, links, openapi_extra, with_schema
 from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["governance"])
@@ -30,6 +32,17 @@ class CommentIn(InputSchema):
 
 
 class ResolveIn(InputSchema):
+    # (Changes go with an update, which needs them, and with nothing else.)
+    model_config = ConfigDict(
+        json_schema_extra=with_schema(
+            {
+                "if": {"properties": {"resolution": {"const": "update"}}},
+                "then": {"required": ["changes"], "properties": {"changes": {"type": "object"}}},
+                "else": {"properties": {"changes": {"type": "null"}}},
+            }
+        )
+    )
+
     resolution: Resolution
     note: str = Field("", max_length=5000)
     changes: MemoryPatch | None = Field(
@@ -147,10 +160,24 @@ def _trust_out(project) -> dict[str, Any]:
     }
 
 
+_DISPUTE = {"dispute_id": "$response.body#/id"}
+
+
 @router.post(
     "/memories/{memory_id}/disputes",
     response={201: DisputeDetailOut},
-    openapi_extra=conflict("The memory already has an open dispute (`conflict`): comment on it instead."),
+    openapi_extra=openapi_extra(
+        conflict(
+            "The memory already has an open dispute (`conflict`): comment on it instead; or it is a"
+            " personal memory, which is its owner's alone to correct."
+        ),
+        links(
+            201,
+            GetDispute=link("GET", "/disputes/{dispute_id}", **_DISPUTE),
+            Comment=link("POST", "/disputes/{dispute_id}/comments", **_DISPUTE),
+            Resolve=link("POST", "/disputes/{dispute_id}/resolve", **_DISPUTE),
+        ),
+    ),
 )
 def disputes_open(request, memory_id: UUID, payload: DisputeIn):
     """Dispute a memory (memories:write): it gets the disputed badge and stewards are notified."""
@@ -196,7 +223,11 @@ def disputes_comment(request, dispute_id: UUID, payload: CommentIn):
     return Status(201, services.dispute_comment(dispute=dispute, actor=request.auth, body=payload.body))
 
 
-@router.post("/disputes/{dispute_id}/resolve", response=DisputeDetailOut)
+@router.post(
+    "/disputes/{dispute_id}/resolve",
+    response=DisputeDetailOut,
+    openapi_extra=conflict("The update would leave the memory as it is (`conflict`)."),
+)
 def disputes_resolve(request, dispute_id: UUID, payload: ResolveIn):
     """Steward, admin or owner: update the memory, deprecate it, or reject the dispute. An
     admin or owner may resolve a closed dispute again (an override; history is kept)."""
@@ -242,7 +273,14 @@ def trust_get(request, project_id: UUID):
     return _trust_out(project)
 
 
-@router.put("/projects/{project_id}/trust", response=TrustOut)
+@router.put(
+    "/projects/{project_id}/trust",
+    response=TrustOut,
+    openapi_extra=conflict(
+        "The level is not on offer now (`conflict`): accept the offered level, step back, or opt in"
+        " to Autonomous from Confident; `details.allowed` lists them."
+    ),
+)
 def trust_set(request, project_id: UUID, payload: TrustIn):
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.ADMIN)
     services.trust_level_set(project=project, actor=request.auth, level=payload.level, reason=payload.reason)

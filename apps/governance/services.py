@@ -27,13 +27,8 @@ from apps.memories.models import FeedbackKind, Memory, MemoryScope
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
-from memorysaas.errors import ApiError, Invalid
+from memorysaas.errors import Conflict, Invalid
 from memorysaas.realtime import publish
-
-
-class Conflict(ApiError):
-    def __init__(self, message: str, **kwargs: Any) -> None:
-        super().__init__(409, message, code="conflict", **kwargs)
 
 
 def dispute_url(dispute: Dispute) -> str:
@@ -99,7 +94,7 @@ def dispute_open(*, memory: Memory, actor: Principal, reason: str) -> Dispute:
     feedback service, the thread starts, stewards are notified in-app and by email."""
     require(actor, memory.organization_id, Perm.MEMORIES_WRITE)
     if memory.scope == MemoryScope.PERSONAL:  # (stewards would be told of what only its owner may see)
-        raise Invalid(
+        raise Conflict(
             "A personal memory is yours alone: correct, flag or delete it instead of disputing it.",
             details={"field": "memory"},
         )
@@ -166,7 +161,7 @@ def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str,
             memory=memory, actor=actor, changes=changes, change="dispute_update"
         )
         if memory.version == before:  # (the dispute's transaction is rolled back)
-            raise Invalid(
+            raise Conflict(
                 "The update changes nothing: edit the memory so it says what is right, or reject the dispute.",
                 details={"field": "changes"},
             )
@@ -267,7 +262,7 @@ def trust_level_set(*, project, actor: Principal, level: int, reason: str = "") 
     trust = ProjectTrust.objects.select_for_update().filter(project=project).first()
     previous = trust.level if trust else None
     if level not in allowed_levels(previous, project_offer(project)):
-        raise Invalid(
+        raise Conflict(
             "That level is not on offer: accept the offered level, step back, or opt in to "
             "Autonomous from Confident.",
             details={"field": "level", "allowed": allowed_levels(previous, project_offer(project))},

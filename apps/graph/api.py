@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.http.multipartparser import MultiPartParserError
 from ninja import Field, Query, Router, Status
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
 from apps.graph import selectors, services
 from apps.graph.archive import extract_archive
@@ -22,6 +22,7 @@ from apps.graph.tasks import index_job_task
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from memorysaas.errors import ApiError, Invalid, NotFound, field_errors
+from memorysaas.openapi import SPACE_CHARS, inline_refs, link, links, openapi_extra, with_schema
 from memorysaas.queue import enqueue
 from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema, parse_json
 
@@ -29,9 +30,23 @@ router = Router(tags=["graph"])
 MAX_BATCH_FILES = 500
 
 
+def _path_pattern() -> str:
+    """`_clean_path`'s rule as a pattern: once stripped, not empty and not absolute, no part
+    (between / or \\) that is `..` once stripped, no NUL."""
+    ws, sep = SPACE_CHARS, r"/\\\u0000"
+    # A part holding more than dots and whitespace, or only those and not `..` once stripped.
+    part = rf"(?:[^{sep}]*[^{sep}{ws}.][^{sep}]*|[{ws}]*(?:\.(?:[.{ws}]+\.)?)?[{ws}]*)"
+    # The first part, from the first character that is not whitespace (not a separator).
+    first = rf"(?:[^{sep}{ws}.][^{sep}]*|\.[^{sep}]*[^{sep}{ws}.][^{sep}]*|\.(?:[.{ws}]+\.)?[{ws}]*)"
+    return rf"^[{ws}]*{first}(?:[/\\]{part})*$"
+
+
+PATH_PATTERN = _path_pattern()
+
+
 def _clean_path(value: str) -> str:
     path = value.replace("\\", "/").strip()
-    if not path or path.startswith("/") or ".." in path.split("/") or len(path) > 500:
+    if not path or path.startswith("/") or any(p.strip() == ".." for p in path.split("/")) or len(path) > 500:
         raise ValueError("paths are relative to the repository root, without '..'")
     while path.startswith("./"):  # (not lstrip: `.github/` keeps its dot)
         path = path[2:]
@@ -39,16 +54,38 @@ def _clean_path(value: str) -> str:
 
 
 class FileIn(InputSchema):
-    path: str
+    path: str = Field(max_length=500, json_schema_extra={"pattern": PATH_PATTERN})
     content: str = Field(max_length=services.MAX_FILE_BYTES)
 
     _path = field_validator("path")(classmethod(lambda cls, v: _clean_path(v)))
 
 
+_A_PATH = {"type": "string", "maxLength": 500, "pattern": PATH_PATTERN}
+
+
 class BatchIn(InputSchema):
+    # (Something to do: files, deleted or renamed.)
+    model_config = ConfigDict(
+        json_schema_extra=with_schema(
+            {
+                "anyOf": [
+                    {"required": ["files"], "properties": {"files": {"minItems": 1}}},
+                    {"required": ["deleted"], "properties": {"deleted": {"minItems": 1}}},
+                    {"required": ["renamed"], "properties": {"renamed": {"minProperties": 1}}},
+                ]
+            }
+        )
+    )
+
     files: list[FileIn] = Field(default_factory=list, max_length=MAX_BATCH_FILES)
-    deleted: list[str] = Field(default_factory=list, max_length=MAX_BATCH_FILES)
-    renamed: dict[str, str] = Field(default_factory=dict, description="old path → new path")
+    deleted: list[str] = Field(
+        default_factory=list, max_length=MAX_BATCH_FILES, json_schema_extra={"items": _A_PATH}
+    )
+    renamed: dict[str, str] = Field(
+        default_factory=dict,
+        description="old path → new path; a renamed code file's content is in `files` under its new path",
+        json_schema_extra={"propertyNames": _A_PATH, "additionalProperties": _A_PATH},
+    )
 
     @field_validator("deleted")
     @classmethod
@@ -98,21 +135,46 @@ def _job_out(job: IndexJob | None) -> dict[str, Any]:
 
 _INDEX_BODY = {
     "requestBody": {
+        "required": True,
         "content": {
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
-                    "properties": {"archive": {"type": "string", "format": "binary"}},
+                    "properties": {
+                        "archive": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "The repository as a .tar.gz (or .tgz, .tar) or .zip archive.",
+                        }
+                    },
                     "required": ["archive"],
-                }
+                },
+                "encoding": {
+                    "archive": {"contentType": "application/gzip, application/zip, application/x-tar"}
+                },
             },
-            "application/json": {"schema": BatchIn.model_json_schema()},
-        }
+            "application/json": {"schema": inline_refs(BatchIn.model_json_schema())},
+        },
     }
 }
 
 
-@router.post("/projects/{project_id}/graph/index", response={202: JobOut}, openapi_extra=_INDEX_BODY)
+@router.post(
+    "/projects/{project_id}/graph/index",
+    response={202: JobOut},
+    openapi_extra=openapi_extra(
+        _INDEX_BODY,
+        links(
+            202,
+            GetJob=link(
+                "GET",
+                "/projects/{project_id}/graph/index/{job_id}",
+                project_id="$request.path.project_id",
+                job_id="$response.body#/id",
+            ),
+        ),
+    ),
+)
 def index(request, project_id: UUID):
     """Index the repository: a `.tar.gz`/`.zip` as multipart field `archive` (replaces the graph),
     or a JSON batch `{"files": [{"path", "content"}], "deleted": [...], "renamed": {old: new}}`

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.db import transaction
 from ninja import Body, Field, Query, Router, Status
-from pydantic import Discriminator, Tag, field_validator, model_validator
+from pydantic import ConfigDict, Discriminator, Tag, field_validator, model_validator
 
 from apps.memories import selectors, services
 from apps.memories.drafts import (
@@ -19,13 +19,14 @@ from apps.memories.drafts import (
     WorkUnitRef,
     clean_paths,
 )
-from apps.memories.kinds import Scope, normalize_type
+from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
 from apps.memories.packing import citation
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
-from memorysaas.errors import Invalid
+from memorysaas.errors import Invalid, conflict
+from memorysaas.openapi import NOT_SPACE, SOME_PATH, change_schema, link, links, openapi_extra, with_schema
 from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["memories"])
@@ -36,6 +37,9 @@ router = Router(tags=["memories"])
 
 class MemoryIn(MemoryDraft, InputSchema):
     """One memory. `type` is one of the 16 types or a Dex alias; secrets are redacted on the way in."""
+
+    # (The draft's schema, not InputSchema's: of two bases' configs the later one wins.)
+    model_config = ConfigDict(json_schema_extra=MemoryDraft.model_config["json_schema_extra"])
 
 
 class BatchIn(InputSchema):
@@ -127,7 +131,9 @@ class MemoryPage(OutputSchema):
 
 
 class MemoryFilters(QuerySchema):
-    type: str | None = Field(None, description="A memory type (or Dex alias).")
+    type: str | None = Field(
+        None, description="A memory type (or Dex alias).", json_schema_extra={"enum": list(TYPE_NAMES)}
+    )
     scope: Scope | None = None
     source: MemorySource | None = None
     needs_review: bool | None = None
@@ -137,14 +143,18 @@ class MemoryFilters(QuerySchema):
     text: str | None = Field(None, max_length=500, description="Words or identifiers in the memory.")
     embedding_status: EmbeddingStatus | None = None
     deprecated: bool | None = Field(False, description="Deprecated memories are hidden unless asked for.")
-    cursor: str | None = Field(None, max_length=200)
+    cursor: str | None = Field(
+        None, pattern=selectors.CURSOR_PATTERN, description="`next_cursor` of the page before."
+    )
     limit: int = Field(50, ge=1, le=200)
 
 
-_PATCH_NULLABLE = {"work_unit_ref", "decay_half_life_days"}
+_PATCH_NULLABLE = frozenset({"work_unit_ref", "decay_half_life_days"})
 
 
 class MemoryPatch(InputSchema):
+    model_config = ConfigDict(json_schema_extra=change_schema(nullable=_PATCH_NULLABLE, like=MemoryDraft))
+
     content: str | None = Field(None, min_length=1, max_length=MAX_CONTENT_CHARS)
     type: str | None = None
     tags: list[str] | None = None
@@ -175,6 +185,16 @@ class MemoryPatch(InputSchema):
 
 
 class FeedbackIn(InputSchema):
+    # (A correction carries the corrected content.)
+    model_config = ConfigDict(
+        json_schema_extra=with_schema(
+            {
+                "if": {"properties": {"kind": {"const": "correct"}}},
+                "then": {"required": ["content"], "properties": {"content": {"type": "string"}}},
+            }
+        )
+    )
+
     kind: FeedbackKind
     content: str | None = Field(None, min_length=1, max_length=MAX_CONTENT_CHARS)
     note: str = Field("", max_length=2000)
@@ -184,7 +204,30 @@ class FeedbackIn(InputSchema):
 # ---------------------------------------------------------------- CRUD
 
 
-@router.post("/projects/{project_id}/memories", response={201: MemoryOut | BatchOut})
+_SCOPE_CONFLICT = (
+    "The scope cannot be had here (`conflict`): team scope in a project of no team, personal scope"
+    " with no person behind the key."
+)
+
+
+_MEMORY = {"memory_id": "$response.body#/id"}
+
+
+@router.post(
+    "/projects/{project_id}/memories",
+    response={201: MemoryOut | BatchOut},
+    openapi_extra=openapi_extra(
+        conflict(_SCOPE_CONFLICT),
+        links(
+            201,
+            GetMemory=link("GET", "/memories/{memory_id}", **_MEMORY),
+            PatchMemory=link("PATCH", "/memories/{memory_id}", **_MEMORY),
+            DeleteMemory=link("DELETE", "/memories/{memory_id}", **_MEMORY),
+            GiveFeedback=link("POST", "/memories/{memory_id}/feedback", **_MEMORY),
+            OpenDispute=link("POST", "/memories/{memory_id}/disputes", **_MEMORY),
+        ),
+    ),
+)
 def memories_create(request, project_id: UUID, payload: Body[CreateIn]):
     """Store one memory, or `{"memories": [...]}` — up to 500 in one transaction (all or none)."""
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_WRITE)
@@ -224,7 +267,13 @@ def _writable(request, memory_id: UUID) -> Memory:
     return memory
 
 
-@router.patch("/memories/{memory_id}", response=MemoryOut)
+_CHANGE_CONFLICT = (
+    "The change does not fit the memory as it is (`conflict`): a payload its type does not take, a"
+    " type its payload does not fit, or a scope that cannot be had here; `details` says which."
+)
+
+
+@router.patch("/memories/{memory_id}", response=MemoryOut, openapi_extra=conflict(_CHANGE_CONFLICT))
 def memories_patch(request, memory_id: UUID, payload: MemoryPatch):
     """Change fields; every change is a new version, a content change re-embeds."""
     memory = _writable(request, memory_id)
@@ -237,7 +286,13 @@ def memories_patch(request, memory_id: UUID, payload: MemoryPatch):
     return selectors.memories_by_ids([memory.id], principal=request.auth)[0]
 
 
-@router.delete("/memories/{memory_id}", response={204: None})
+@router.delete(
+    "/memories/{memory_id}",
+    response={204: None},
+    openapi_extra=links(
+        204, GetMemory=link("GET", "/memories/{memory_id}", memory_id="$request.path.memory_id")
+    ),
+)
 def memories_delete(request, memory_id: UUID):
     """Delete a memory. Its author may; anyone else needs `memories:review`."""
     memory = _writable(request, memory_id)
@@ -247,7 +302,7 @@ def memories_delete(request, memory_id: UUID):
     return Status(204, None)
 
 
-@router.post("/memories/{memory_id}/feedback", response=MemoryOut)
+@router.post("/memories/{memory_id}/feedback", response=MemoryOut, openapi_extra=conflict(_CHANGE_CONFLICT))
 def memories_feedback(request, memory_id: UUID, payload: FeedbackIn):
     """confirm → verified; correct (with `content`) → new version, history kept; flag → −0.2
     confidence and needs review; dispute → ×0.8 in retrieval and needs review; used/helpful count."""
@@ -378,6 +433,17 @@ def memories_search(request, project_id: UUID, payload: SearchIn):
 
 
 class ContextIn(InputSchema):
+    model_config = ConfigDict(
+        json_schema_extra=with_schema(
+            {
+                "anyOf": [
+                    {"required": ["task"], "properties": {"task": {"pattern": NOT_SPACE}}},
+                    {"required": ["files"], "properties": {"files": {"contains": {"pattern": SOME_PATH}}}},
+                ]
+            }
+        )
+    )
+
     phase: str | None = Field(None, max_length=40)
     task: str = Field("", max_length=4000)
     files: list[str] = Field(default_factory=list, max_length=100)

@@ -13,9 +13,10 @@ from uuid import UUID
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from apps.memories.kinds import RelationKind, Scope, Source, normalize_type
-from apps.memories.payloads import PayloadError, validate_payload
+from apps.memories.kinds import TYPE_NAMES, RelationKind, Scope, Source, normalize_type
+from apps.memories.payloads import PAYLOAD_SCHEMAS, PayloadError, validate_payload
 from memorysaas.jsontypes import JsonTyped
+from memorysaas.openapi import NOT_SPACE, inline_refs, stripped_text_schema
 from memorysaas.schemas import refuse_unstorable
 
 MAX_CONTENT_CHARS = 4000
@@ -73,8 +74,16 @@ class WorkUnitRef(JsonTyped):
     label: str = Field("", max_length=200)
 
 
+def _relation_schema(schema: dict[str, Any]) -> None:
+    """A relation names a memory or a file (`has_target`)."""
+    schema["anyOf"] = [
+        {"required": ["target_memory_id"], "properties": {"target_memory_id": {"type": "string"}}},
+        {"required": ["target_file_path"], "properties": {"target_file_path": {"pattern": NOT_SPACE}}},
+    ]
+
+
 class RelationDraft(JsonTyped):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_relation_schema)
 
     relation_type: RelationKind
     target_memory_id: UUID | None = None
@@ -91,10 +100,37 @@ class RelationDraft(JsonTyped):
 
 # The longest entry each list column holds (apps.memories.models.Memory).
 _ENTRY_LIMITS = {"tags": 100, "provenance_session_ids": 100, "related_modules": 300, "impacted_node_ids": 300}
+_PATH_LIMIT = 500
+
+
+def _payload_schemas() -> list[dict[str, Any]]:
+    """For each type with a payload schema: a payload of that type is empty or fits it."""
+    return [
+        {
+            "if": {"required": ["type"], "properties": {"type": {"const": memory_type}}},
+            "then": {
+                "properties": {
+                    "payload": {"anyOf": [{"maxProperties": 0}, inline_refs(model.model_json_schema())]}
+                }
+            },
+        }
+        for memory_type, model in PAYLOAD_SCHEMAS.items()
+    ]
+
+
+def _draft_schema(schema: dict[str, Any]) -> None:
+    """What the validators below check, in the schema: the type's names, the payload of each
+    type, the entries' lengths."""
+    stripped_text_schema(schema)
+    properties = schema["properties"]
+    properties["type"]["enum"] = list(TYPE_NAMES)
+    for name, limit in {**_ENTRY_LIMITS, "related_files": _PATH_LIMIT}.items():
+        properties[name]["items"]["maxLength"] = limit
+    schema["allOf"] = _payload_schemas()
 
 
 class MemoryDraft(JsonTyped):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, json_schema_extra=_draft_schema)
 
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     type: str = Field(description="One of the 16 V5 types, or a Dex alias (pitfall, fix, …).")
@@ -150,8 +186,8 @@ class MemoryDraft(JsonTyped):
     @classmethod
     def paths(cls, values: list[str]) -> list[str]:
         cleaned = clean_paths(values)
-        if any(len(v) > 500 for v in cleaned):
-            raise ValueError("each path is at most 500 characters")
+        if any(len(v) > _PATH_LIMIT for v in cleaned):
+            raise ValueError(f"each path is at most {_PATH_LIMIT} characters")
         return cleaned
 
     @field_validator("payload")
@@ -171,12 +207,11 @@ class MemoryDraft(JsonTyped):
 
     @model_validator(mode="after")
     def lines_in_order(self) -> MemoryDraft:
-        if (
-            self.chunk_start_line is not None
-            and self.chunk_end_line is not None
-            and self.chunk_end_line < self.chunk_start_line
-        ):
-            raise ValueError("chunk_end_line is before chunk_start_line")
+        """A chunk's lines given backwards are the same range (a schema cannot compare two fields,
+        so a request it admits is not refused for the order)."""
+        start, end = self.chunk_start_line, self.chunk_end_line
+        if start is not None and end is not None and end < start:
+            self.chunk_start_line, self.chunk_end_line = end, start
         return self
 
 

@@ -56,7 +56,7 @@ from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
-from memorysaas.errors import Invalid, field_errors
+from memorysaas.errors import ApiError, Conflict, Invalid, NotFound, field_errors
 from memorysaas.queue import DATABASE_ERRORS
 from memorysaas.realtime import publish_many
 
@@ -554,9 +554,9 @@ def _build(
     scope = draft.scope.value
     owner = actor.user if actor.user is not None and actor.user.pk else None
     if scope == MemoryScope.PERSONAL and owner is None:
-        raise Invalid("A personal memory needs a person behind the request.", details={"field": "scope"})
+        raise Conflict("A personal memory needs a person behind the request.", details={"field": "scope"})
     if scope == MemoryScope.TEAM and project.team_id is None:
-        raise Invalid("Team scope needs a project that belongs to a team.", details={"field": "scope"})
+        raise Conflict("Team scope needs a project that belongs to a team.", details={"field": "scope"})
     fields, kinds = _redacted_fields(_draft_fields(draft), found)
     if not draft.citation_text:
         # Cut from the redacted content: a cut through a secret leaves a piece no pattern knows.
@@ -611,7 +611,7 @@ def _create_relations(
         )  # the same relation twice is one
         for rel in relations:
             if rel.target_memory_id is not None and rel.target_memory_id not in known:
-                missing = Invalid(
+                missing = NotFound(
                     "A relation points at a memory that does not exist.",
                     details={"target_memory_id": str(rel.target_memory_id)},
                 )
@@ -630,12 +630,14 @@ def _create_relations(
     MemoryRelation.objects.bulk_create(rows, ignore_conflicts=True)
 
 
-def _in_batch(exc: Invalid, index: int, count: int) -> Invalid:
+def _in_batch(exc: ApiError, index: int, count: int) -> ApiError:
     """`exc` naming the batch item it is about (`details.index`, from 0), when there is a batch."""
     if count < 2:
         return exc
     details = exc.details if isinstance(exc.details, dict) else {"detail": exc.details}
-    return Invalid(f"Memory {index}: {exc.message}", details={"index": index, **details}, code=exc.code)
+    return ApiError(
+        exc.status, f"Memory {index}: {exc.message}", details={"index": index, **details}, code=exc.code
+    )
 
 
 @transaction.atomic
@@ -663,7 +665,7 @@ def memories_create_batch(
     for index, draft in enumerate(drafts):
         try:
             pairs.append(_build(project, actor, draft, found))
-        except Invalid as exc:
+        except ApiError as exc:
             raise _in_batch(exc, index, len(drafts)) from None
     memories = [memory for memory, _ in pairs]
     attached = _attach_vectors(memories, vectors, tokens) if vectors is not None else None
@@ -778,7 +780,8 @@ def memory_create(*, project: Project, actor: Principal, draft: MemoryDraft) -> 
     """Store one memory in `project` on behalf of `actor` (its owner for personal scope).
 
     Secrets in any text field are replaced by `[REDACTED:<kind>]` and the memory is marked
-    (`secrets_redacted`, `needs_review`). Raises `Invalid` (422) for an impossible scope.
+    (`secrets_redacted`, `needs_review`). Raises `Conflict` (409) for a scope the project or the
+    caller cannot have, `NotFound` for a relation to a memory the caller cannot see.
     The embedding is computed after commit (a django-q2 task, or inline in "sync" mode).
     """
     return memories_create_batch(project=project, actor=actor, drafts=[draft])[0]
@@ -857,6 +860,14 @@ def memory_update_with_secrets(
     return _update(memory, actor, changes, change)
 
 
+def _fits_the_memory_as_it_is(errors: list[dict[str, Any]], changes: dict[str, Any]) -> bool:
+    """Whether a change's errors are about what it leaves as it is (its type, when the change
+    sends a payload alone; its payload, when the change sends a type alone): a conflict with the
+    memory's state, not a change that is wrong in itself."""
+    judged_alone = set(changes) - ({"payload"} if "type" not in changes else set())
+    return any(not error["loc"] or error["loc"][0] not in judged_alone for error in errors)
+
+
 def _update(
     memory: Memory, actor: Principal, changes: dict[str, Any], change: str
 ) -> tuple[Memory, list[str]]:
@@ -890,7 +901,10 @@ def _update(
     try:
         draft = MemoryDraft(**draft_fields)
     except ValidationError as exc:
-        raise Invalid("The memory would not be valid.", details=field_errors(exc.errors())) from None
+        errors = field_errors(exc.errors())
+        if _fits_the_memory_as_it_is(errors, changes):
+            raise Conflict("The change does not fit the memory as it is.", details=errors) from None
+        raise Invalid("The memory would not be valid.", details=errors) from None
     changed: set[str] = set()
     texts = {k: getattr(draft, k) for k in current if k in changes}
     texts |= {k: v for k, v in changes.items() if k in ("methodology", "commit_sha", "work_unit_ref")}
@@ -901,13 +915,13 @@ def _update(
         clean["scope"] = draft.scope.value
         if clean["scope"] == MemoryScope.TEAM:
             if memory.project.team_id is None:
-                raise Invalid(
+                raise Conflict(
                     "Team scope needs a project that belongs to a team.", details={"field": "scope"}
                 )
             memory.team_id = memory.project.team_id
             changed.add("team")
         if clean["scope"] == MemoryScope.PERSONAL and memory.owner_id is None:
-            raise Invalid("Only a memory with an owner can be personal.", details={"field": "scope"})
+            raise Conflict("Only a memory with an owner can be personal.", details={"field": "scope"})
     for name, value in clean.items():
         if getattr(memory, name) != value:
             setattr(memory, name, value)

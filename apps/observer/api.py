@@ -19,6 +19,7 @@ from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.errors import ApiError, conflict
 from memorysaas.jsontypes import JsonTyped
+from memorysaas.openapi import inline_refs, link, links, stripped_text_schema
 from memorysaas.schemas import (
     ESCAPED_UNSTORABLE,
     MAX_DEPTH,
@@ -54,17 +55,30 @@ SESSION_CLOSED = conflict("The session is complete (`session_closed`): open a ne
 
 
 class NoteIn(JsonTyped):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid", str_strip_whitespace=True, json_schema_extra=stripped_text_schema
+    )
 
     type: str = Field("gotcha", max_length=40)
     content: str = Field(min_length=1, max_length=4000)
     related_files: list[str] = Field(default_factory=list, max_length=20)
 
 
+def _event_schema(schema: dict[str, Any]) -> None:
+    """Each type's own fields are there, and not null (`_fields_of_type`)."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"type": {"const": event_type}}},
+            "then": {"required": list(fields), "properties": {f: {"not": {"type": "null"}} for f in fields}},
+        }
+        for event_type, fields in _REQUIRED.items()
+    ]
+
+
 class EventIn(JsonTyped):
     """One event. Fields beyond those of its type are refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_event_schema)
 
     seq: int = Field(ge=1, le=2**53)
     type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
@@ -81,7 +95,7 @@ class EventIn(JsonTyped):
     sha: str | None = Field(None, max_length=64)
     files: list[str] | None = Field(None, max_length=1000)
     phase: str | None = Field(None, max_length=60)
-    ts: str | None = Field(None, max_length=40)
+    ts: str | None = Field(None, max_length=40, json_schema_extra={"format": "date-time"})
 
     @field_validator("args")
     @classmethod
@@ -115,7 +129,9 @@ class EventsIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     events: list[dict[str, Any]] = Field(
-        description=f"Up to {MAX_EVENTS} events, each with a client-side seq."
+        description=f"Up to {MAX_EVENTS} events, each with a client-side seq (more: 413).",
+        # (Each event is validated on its own, so that every bad one can be named.)
+        json_schema_extra={"items": inline_refs(EventIn.model_json_schema()), "maxItems": MAX_EVENTS},
     )
 
 
@@ -236,7 +252,21 @@ def _session(request, session_id: UUID, permission: str):
     return session
 
 
-@router.post("/projects/{project_id}/sessions", response={201: SessionOpened})
+_SESSION = {"session_id": "$response.body#/id"}
+
+
+@router.post(
+    "/projects/{project_id}/sessions",
+    response={201: SessionOpened},
+    openapi_extra=links(
+        201,
+        GetSession=link("GET", "/sessions/{session_id}", **_SESSION),
+        SendEvents=link("POST", "/sessions/{session_id}/events", **_SESSION),
+        RecordValidation=link("POST", "/sessions/{session_id}/validation", **_SESSION),
+        AskStepInjection=link("POST", "/sessions/{session_id}/step-injection", **_SESSION),
+        CompleteSession=link("POST", "/sessions/{session_id}/complete", **_SESSION),
+    ),
+)
 def sessions_open(request, project_id: UUID, payload: SessionIn):
     """Open a session: its id, its A/B group, and the session-start plan (prefetch, work state,
     recipes)."""

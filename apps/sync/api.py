@@ -12,7 +12,7 @@ from apps.memories.drafts import MemoryDraft
 from apps.memories.models import Memory
 from apps.memories.selectors import memories_visible
 from apps.sync import selectors, services
-from apps.sync.feed import BadCursor, Cursor
+from apps.sync.feed import CURSOR_PATTERN, BadCursor, Cursor
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import as_uuid, project_get
 from memorysaas.errors import Forbidden, Invalid, field_errors
@@ -25,7 +25,11 @@ MAX_PUSH = 500
 class PullQuery(QuerySchema):
     project_id: UUID
     cursor: str | None = Field(
-        None, max_length=200, description="From the previous pull; omit for everything."
+        None,
+        max_length=200,
+        description="From the previous pull; omit for everything. (A `c1.` cursor of an earlier"
+        " version is still read.)",
+        json_schema_extra={"pattern": CURSOR_PATTERN},
     )
     limit: int = Field(selectors.MAX_PULL, ge=1, le=selectors.MAX_PULL)
 

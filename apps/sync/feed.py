@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass
 
-PREFIX = "c1."
+# `c2.<xid>.<seq>`: every string of this shape is a position in the feed (18 digits stay under
+# 2**63), so the API's schema can say exactly which cursors it takes. Devices keep their cursor,
+# so the base64 `c1.` form an earlier version gave out is still read.
+PREFIX = "c2."
+CURSOR_PATTERN = r"^c2\.[0-9]{1,18}\.[0-9]{1,18}$"
+_CURSOR = re.compile(CURSOR_PATTERN)
+_OLD_PREFIX = "c1."
 
 
 class BadCursor(ValueError):
@@ -25,16 +32,18 @@ class Cursor:
     seq: int = 0
 
     def encode(self) -> str:
-        raw = f"{self.xid}:{self.seq}".encode()
-        return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        return f"{PREFIX}{self.xid}.{self.seq}"
 
     @classmethod
     def decode(cls, text: str | None) -> Cursor:
         if not text:
             return cls()
-        if not text.startswith(PREFIX):
+        if _CURSOR.fullmatch(text):
+            xid, seq = text[len(PREFIX) :].split(".")
+            return cls(int(xid), int(seq))
+        if not text.startswith(_OLD_PREFIX):
             raise BadCursor("not a sync cursor")
-        body = text[len(PREFIX) :]
+        body = text[len(_OLD_PREFIX) :]
         try:
             xid, seq = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode().split(":")
             cursor = cls(int(xid), int(seq))

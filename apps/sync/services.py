@@ -26,7 +26,7 @@ from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
-from memorysaas.errors import Invalid
+from memorysaas.errors import Conflict, Invalid, NotFound
 from memorysaas.locks import hold_until_commit
 
 UNION_FIELDS = ("tags", "related_files", "related_modules")
@@ -201,7 +201,7 @@ def push_apply(
         try:
             with transaction.atomic():  # (a savepoint: a change that turns out invalid undoes itself)
                 results.append(_apply(project, actor, change, memories, own))
-        except Invalid as exc:
+        except (Invalid, Conflict, NotFound) as exc:  # (this change alone: the rest apply)
             names = {"ref": change["ref"]} if change["op"] == "create" else {"id": change["id"]}
             results.append(invalid_result(names, exc.message, details=exc.details))
     device_seen(actor)

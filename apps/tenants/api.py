@@ -12,8 +12,9 @@ from apps.tenants import selectors, services
 from apps.tenants.models import Methodology
 from apps.tenants.ratelimit.usage import usage_for
 from apps.tenants.roles import API_KEY_SCOPES, Perm
-from memorysaas.errors import Invalid, conflict
+from memorysaas.errors import Invalid, NotFound, conflict
 from memorysaas.health import health_report
+from memorysaas.openapi import link, links, openapi_extra
 from memorysaas.schemas import InputSchema, Name, OutputSchema
 
 router = Router(tags=["tenancy"])
@@ -112,7 +113,10 @@ def projects_list(request):
 @router.post(
     "/projects",
     response={201: ProjectOut},
-    openapi_extra=conflict("The organization already has a project with the slug asked for (`slug_taken`)."),
+    openapi_extra=openapi_extra(
+        conflict("The organization already has a project with the slug asked for (`slug_taken`)."),
+        links(201, GetProject=link("GET", "/projects/{project_id}", project_id="$response.body#/id")),
+    ),
 )
 def projects_create(request, payload: ProjectIn):
     """Create a project (needs the `admin` permission in its organization)."""
@@ -128,7 +132,7 @@ def projects_create(request, payload: ProjectIn):
     if payload.team:
         team = selectors.teams_for(organization=organization).filter(slug=payload.team).first()
         if team is None:
-            raise Invalid("No such team in this organization.", details={"field": "team"})
+            raise NotFound("No such team in this organization.", details={"field": "team"})
     project = services.project_create(
         organization=organization,
         actor=principal,
@@ -167,9 +171,11 @@ class ApiKeyCreatedOut(ApiKeyOut):
 
 class ApiKeyIn(InputSchema):
     name: Name
-    scopes: list[str] = Field(min_length=1)
+    scopes: list[str] = Field(min_length=1, json_schema_extra={"items": {"enum": list(API_KEY_SCOPES)}})
     project_id: UUID | None = None
-    expires_at: datetime | None = Field(None, description="ISO 8601; a time without an offset is UTC.")
+    expires_at: datetime | None = Field(
+        None, description="ISO 8601, in the future; a time without an offset is UTC."
+    )
 
     @field_validator("expires_at")
     @classmethod
@@ -208,14 +214,23 @@ def api_keys_list(request, org: str):
     return list(selectors.api_keys_for(principal=request.auth, organization=organization))
 
 
-@router.post("/orgs/{org}/api-keys", response={201: ApiKeyCreatedOut})
+@router.post(
+    "/orgs/{org}/api-keys",
+    response={201: ApiKeyCreatedOut},
+    openapi_extra=links(
+        201,
+        RevokeKey=link(
+            "DELETE", "/orgs/{org}/api-keys/{key_id}", org="$request.path.org", key_id="$response.body#/id"
+        ),
+    ),
+)
 def api_keys_create(request, org: str, payload: ApiKeyIn):
     organization = _admin_org(request, org)
     project = None
     if payload.project_id:
         project = selectors.project_get(principal=request.auth, project_id=payload.project_id)
         if project.organization_id != organization.id:
-            raise Invalid("No such project in this organization.", details={"field": "project_id"})
+            raise NotFound("No such project in this organization.", details={"field": "project_id"})
     api_key, full = services.api_key_create(
         organization=organization,
         actor=request.auth,
@@ -234,6 +249,7 @@ def api_keys_revoke(request, org: str, key_id: UUID):
     organization = _admin_org(request, org)
     api_key = selectors.api_key_get(principal=request.auth, organization=organization, key_id=key_id)
     return services.api_key_revoke(api_key=api_key, actor=request.auth)
+
 
 class LimitOut(OutputSchema):
     per_minute: int

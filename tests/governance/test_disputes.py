@@ -12,7 +12,7 @@ from apps.memories import services as memory_services
 from apps.memories.fusion import weighting
 from apps.memories.models import Memory
 from apps.tenants.roles import Role
-from memorysaas.errors import Invalid
+from memorysaas.errors import Conflict
 from tests.memories.factories import make_memory
 from tests.processes import Worker, wait_until_another_session_waits_for_a_lock
 from tests.tables import tables_holding
@@ -128,7 +128,7 @@ def test_update_resolution_rewrites_the_memory_and_clears_the_badge(api_client, 
     assert Notification.objects.filter(kind="dispute.resolved", user=team[Role.MEMBER].user).exists()
 
 
-def test_an_update_that_leaves_the_memory_as_it_was_is_invalid_and_keeps_the_dispute_open(
+def test_an_update_that_leaves_the_memory_as_it_was_is_a_conflict_and_keeps_the_dispute_open(
     api_client, team, memory, signed_in
 ):
     dispute_id = _open(api_client, team[Role.MEMBER], memory).json()["id"]
@@ -138,7 +138,7 @@ def test_an_update_that_leaves_the_memory_as_it_was_is_invalid_and_keeps_the_dis
         f"disputes/{dispute_id}/resolve",
         {"resolution": "update", "changes": {"content": memory.content + " "}},
     )
-    assert response.status_code == 422, response.content
+    assert response.status_code == 409, response.content  # (valid; the memory already says it)
     memory.refresh_from_db()
     assert memory.disputed and memory.needs_review and memory.version == version
     assert Dispute.objects.get(id=dispute_id).status == "open"
@@ -255,7 +255,7 @@ def test_an_update_that_an_edit_made_meanwhile_already_made_changes_nothing(api_
             )
         )
         wait_until_another_session_waits_for_a_lock()
-    assert isinstance(resolution.finish(), Invalid)
+    assert isinstance(resolution.finish(), Conflict)
     assert Dispute.objects.get(pk=dispute_id).status == "open"
 
 
@@ -339,7 +339,7 @@ def test_an_update_that_asks_for_review_keeps_the_memory_in_review(api_client, t
 def test_a_personal_memory_cannot_be_disputed_and_no_steward_hears_of_it(api_client, team):
     personal = make_memory(team[Role.MEMBER], content="My shortcut: deploy with --force.", scope="personal")
     response = _open(api_client, team[Role.MEMBER], personal)
-    assert response.status_code == 422, response.content
+    assert response.status_code == 409, response.content
     assert response.json()["error"]["details"] == {"field": "memory"}
     personal.refresh_from_db()
     assert not personal.disputed and not Dispute.objects.exists() and not Notification.objects.exists()

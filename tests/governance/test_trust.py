@@ -112,7 +112,8 @@ def test_only_admins_and_owners_accept_a_level(api_client, person_with_role, rol
 
 def test_a_level_not_on_offer_is_refused(api_client, alice):
     url = f"projects/{alice.project.id}/trust"
-    assert api_client(alice.key).put(url, {"level": 3}).status_code == 422
+    response = api_client(alice.key).put(url, {"level": 3})
+    assert response.status_code == 409 and 3 not in response.json()["error"]["details"]["allowed"]
     assert not ProjectTrust.objects.exists()
 
 

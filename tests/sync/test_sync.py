@@ -5,7 +5,9 @@ These tests commit (transactional_db): the feed's guarantee is about committed t
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 
 import psycopg
 import pytest
@@ -13,7 +15,7 @@ from django.db import connection, transaction
 
 from apps.memories.models import Memory
 from apps.memories.services import memory_delete, memory_update
-from apps.sync.feed import Cursor
+from apps.sync.feed import CURSOR_PATTERN, Cursor
 from apps.sync.models import MemoryChange
 from apps.sync.selectors import changes_since
 from apps.tenants import services as tenant_services
@@ -429,7 +431,7 @@ def test_a_change_the_services_refuse_is_undone_alone_with_the_reason_and_the_se
     ]
     results = push(api_client(alice.key), alice.project, changes)["results"]
     assert [r["status"] for r in results] == ["applied", "invalid", "invalid", "invalid", "applied"]
-    assert results[1]["id"] == str(recipe.id) and "not be valid" in results[1]["message"]
+    assert results[1]["id"] == str(recipe.id) and "does not fit" in results[1]["message"]
     assert results[1]["server"]["payload"]["task_pattern"] == "release"
     assert results[2]["server"]["version"] == 3  # as the push left it
     assert results[3]["ref"] == "t" and results[3]["details"] == {"field": "scope"}
@@ -457,6 +459,20 @@ def test_a_foreign_cursor_is_a_422(alice, api_client):
             "sync/pull", {"project_id": str(alice.project.id), "cursor": cursor}
         )
         assert response.status_code == 422, cursor
+
+
+def test_any_cursor_of_the_documented_shape_is_a_position_and_an_old_one_is_still_read(alice, api_client):
+    """The schema gives the cursor's pattern, so a cursor of that shape is taken (not a 422); a
+    device that saved a `c1.` cursor from an earlier version keeps syncing from it."""
+    make_memory(alice, content="Synced once.")
+    client = api_client(alice.key)
+    everything = pull(client, alice.project)
+    assert re.fullmatch(CURSOR_PATTERN, everything["cursor"]) and everything["changes"]
+    assert pull(client, alice.project, "c2.999999999999999999.0")["changes"] == []
+    assert pull(client, alice.project, "c2.0.0")["changes"] == everything["changes"]
+    xid, seq = everything["cursor"].removeprefix("c2.").split(".")
+    old = "c1." + base64.urlsafe_b64encode(f"{xid}:{seq}".encode()).decode().rstrip("=")
+    assert pull(client, alice.project, old)["changes"] == []
 
 
 def test_outsiders_get_404_for_another_orgs_project(alice, charlie, api_client):

@@ -227,8 +227,15 @@ def test_the_operations_that_can_conflict_document_their_409(api_client):
         ("/api/v1/sessions/{session_id}/events", "post"): "session_closed",
         ("/api/v1/sessions/{session_id}/validation", "post"): "session_closed",
         ("/api/v1/sessions/{session_id}/step-injection", "post"): "session_closed",
+        # (a valid request the state of its objects refuses: a scope the project cannot have, a
+        # change that does not fit the memory as it is, a trust level not on offer)
+        ("/api/v1/projects/{project_id}/memories", "post"): "conflict",
+        ("/api/v1/memories/{memory_id}", "patch"): "conflict",
+        ("/api/v1/memories/{memory_id}/feedback", "post"): "conflict",
+        ("/api/v1/disputes/{dispute_id}/resolve", "post"): "conflict",
+        ("/api/v1/projects/{project_id}/trust", "put"): "conflict",
     }
     for (path, method), code in conflicting.items():
         response = schema["paths"][path][method]["responses"]["409"]
         assert response["content"] == ref and f"`{code}`" in response["description"], path
-    assert "409" not in schema["paths"]["/api/v1/projects/{project_id}/memories"]["post"]["responses"]
+    assert "409" not in schema["paths"]["/api/v1/projects/{project_id}/memories"]["get"]["responses"]
