@@ -53,6 +53,7 @@ from django.test.utils import override_settings
 from apps.memories.drafts import MemoryDraft
 from apps.memories.services import memories_create_batch
 from apps.memories.synthetic import Corpus
+from apps.observer.selectors import sessions_for
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 from apps.tenants.services import api_key_create
@@ -241,6 +242,10 @@ class Command(BaseCommand):
                 url = server.url
                 self.say(f"daphne on {url}")
             result = asyncio.run(self._measure(url, bench, opts))
+            # (the A/B control group's prompts are answered with nothing, by design)
+            result["control_sessions"] = (
+                sessions_for(project=bench.project).filter(ab_group="control").count()
+            )
             if server is not None and server.process.poll() is not None:
                 raise CommandError(f"daphne died during the run:\n{server.tail()}")
         finally:
