@@ -4,36 +4,29 @@ each one answers with.
 A delivery is handled in two parts. The write (open the session on first sight, number the
 delivery's events, ingest them, record a test run's verdict, complete) is one transaction,
 serialised per session by its `HookSession` row, so deliveries that arrive together, twice or
-out of order leave the state one clean delivery would. The answer (start plan, packed
-/context, step injection) is built afterwards in a transaction of its own. Each part runs
-under a statement timeout: a hook must answer inside Claude Code's timeout, and an answer
-without context is worth more than one that comes too late.
+out of order leave the state one clean delivery would. The answer (answers.py: start plan,
+packed /context, step injection) is built afterwards in a transaction of its own. Both run
+within time limits (budget.py): a hook must answer inside Claude Code's timeout.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.agents import answers
 from apps.agents import hooks as H
+from apps.agents.budget import budget, set_timeout, within
 from apps.agents.models import HookDelivery, HookSession
 from apps.memories.drafts import clean_paths
-from apps.memories.retrieval import injection_min_confidence
-from apps.memories.search import build_context
-from apps.memories.selectors import memories_visible
-from apps.memories.services import memories_record_access
 from apps.observer import external, selectors
 from apps.observer import services as observer
 from apps.observer.models import Session, SessionStatus
@@ -50,9 +43,6 @@ logger = logging.getLogger(__name__)
 # slow database well inside that.
 WRITE_BUDGET_MS = 2000
 CONTEXT_BUDGET_MS = 1500
-CONTEXT_BUILDERS = 8
-TOP_GOTCHAS = 5
-GOTCHA_TYPES = ("gotcha", "error_pattern", "dead_end")
 CLIENT = "claude-code"
 # A session with no delivery for this long is over, whether or not its SessionEnd came.
 IDLE_AFTER = timedelta(hours=2)
@@ -176,7 +166,7 @@ def _hold_or_open(*, target: Target, hook: H.Hook, keys: list[str], opens: bool)
     project = target.project  # (the 404 or 403 of a project the key may not deliver to)
     if not opens:
         return None
-    _set_timeout(WRITE_BUDGET_MS)
+    set_timeout(WRITE_BUDGET_MS)
     data = {"session_type": "build", "task": hook.prompt, "root": hook.cwd, "client": CLIENT}
     session, opened = external.session_open_external(
         project=project, actor=target.principal, external_id=hook.session_id, data=data
@@ -215,96 +205,6 @@ def _record(held: Held, fresh: list[tuple[str, int, dict[str, Any]]]) -> None:
         observer.events_ingest(session=held.session_id, events=events)
 
 
-def _set_timeout(milliseconds: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(int(milliseconds))])
-
-
-@contextmanager
-def _budget(milliseconds: int | None = None) -> Iterator[None]:
-    """A transaction whose every statement gives up after `milliseconds` (a read that runs
-    beside the caller on another connection is not started inside a transaction, so none
-    escapes the limit). Without `milliseconds`, its first statement sets the limit (`_hold`)."""
-    with transaction.atomic():
-        if milliseconds is not None:
-            _set_timeout(milliseconds)
-        yield
-
-
-def _within(milliseconds: int, what: str, build: Callable[[], str]) -> str:
-    """`build()`'s text, or "" when it fails or is not ready within `milliseconds`: a statement
-    timeout bounds the database, and the wait for the answer bounds the rest (a local model
-    still loading, a machine too busy), since building runs on a thread of its own. A build
-    that comes too late is dropped; what it recorded (the memories it packed as given to the
-    session) stands. Run here instead when the caller has a transaction open, which another
-    connection could not see."""
-    if connection.in_atomic_block:
-        return _built(milliseconds, what, build)
-    deadline = time.monotonic() + milliseconds / 1000
-    future = _builders().submit(_build_beside, deadline, milliseconds, what, build)
-    try:
-        return future.result(timeout=milliseconds / 1000)
-    except TimeoutError:
-        logger.warning("Hook context (%s) left out: not ready within %d ms", what, milliseconds)
-        return ""
-
-
-def _built(milliseconds: int, what: str, build: Callable[[], str]) -> str:
-    try:
-        with _budget(milliseconds):
-            return build()
-    except DatabaseError as exc:
-        logger.warning("Hook context (%s) left out: %s", what, exc)
-    except Exception:
-        logger.exception("Hook context (%s) failed", what)
-    return ""
-
-
-def _build_beside(deadline: float, milliseconds: int, what: str, build: Callable[[], str]) -> str:
-    if time.monotonic() >= deadline:  # (it waited for a thread until its answer was given up)
-        return ""
-    # A builder keeps its connection between jobs (opening one costs more than most builds),
-    # checked as a request's is: past its age or broken, it is replaced.
-    close_old_connections()
-    try:
-        return _built(milliseconds, what, build)
-    except DatabaseError:
-        connection.close()
-        raise
-
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def _builders() -> ThreadPoolExecutor:
-    """Threads that build answers' context; more at once would only queue behind each other."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=CONTEXT_BUILDERS, thread_name_prefix="hook-context")
-        return _executor
-
-
-def close_context_builders() -> None:
-    """Close every builder thread's connection and stop the threads (tests do this before their
-    database goes away). Each thread takes one closing job: they all wait at a barrier."""
-    global _executor
-    with _executor_lock:
-        executor, _executor = _executor, None
-    if executor is None:
-        return
-    barrier = threading.Barrier(CONTEXT_BUILDERS)
-
-    def close() -> None:
-        barrier.wait(timeout=10)
-        connection.close()
-
-    for done in [executor.submit(close) for _ in range(CONTEXT_BUILDERS)]:
-        done.result()
-    executor.shutdown(wait=True)
-
-
 # ---------------------------------------------------------------- deliveries
 
 
@@ -320,17 +220,21 @@ def hook_deliver(*, principal: Principal, project_id: UUID | None, hook: H.Hook)
 
 
 def _session_start(target: Target, hook: H.Hook) -> dict[str, Any]:
-    with _budget():
+    with budget():
         held = _hold_or_open(target=target, hook=hook, keys=[], opens=True)
         _touch(held)
     if held is None or held.control:
         return {}
-    text = _within(CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(target.principal, held, gotchas=True))
+    text = within(
+        CONTEXT_BUDGET_MS,
+        "start plan",
+        lambda: answers.start_plan(principal=target.principal, session_id=held.session_id, gotchas=True),
+    )
     return H.reply(hook.event, text)
 
 
 def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
-    with _budget():
+    with budget():
         held = _hold_or_open(target=target, hook=hook, keys=[], opens=True)
         _touch(held)
         first = (
@@ -343,10 +247,18 @@ def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
     session_id = str(held.session_id) if held is not None and held.open else ""
     plan = ""
     if first:
-        plan = _within(
-            CONTEXT_BUDGET_MS, "start plan", lambda: _start_plan(target.principal, held, gotchas=False)
+        plan = within(
+            CONTEXT_BUDGET_MS,
+            "start plan",
+            lambda: answers.start_plan(principal=target.principal, session_id=held.session_id, gotchas=False),
         )
-    context = _within(CONTEXT_BUDGET_MS, "context", lambda: _prompt_context(target, hook, session_id))
+    context = within(
+        CONTEXT_BUDGET_MS,
+        "context",
+        lambda: answers.prompt_context(
+            principal=target.principal, project=target.project, prompt=hook.prompt, session_id=session_id
+        ),
+    )
     return H.reply(hook.event, H.prompt_context_text(plan, context))
 
 
@@ -371,7 +283,7 @@ def _pre_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
         target.project  # noqa: B018  (checked all the same)
         return {}
     key = H.call_key(hook)
-    with _budget():
+    with budget():
         held = _hold_or_open(target=target, hook=hook, keys=[key], opens=True)
         if held is None or not held.open:
             return {}
@@ -384,8 +296,12 @@ def _pre_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
     if not file or held.control:
         return {}
     files = clean_paths([file], held.root)
-    text = _within(
-        CONTEXT_BUDGET_MS, "step injection", lambda: _step_injection(target.principal, held, step, files)
+    text = within(
+        CONTEXT_BUDGET_MS,
+        "step injection",
+        lambda: answers.step_injection(
+            principal=target.principal, session_id=held.session_id, step=step, files=files
+        ),
     )
     return H.reply(hook.event, text)
 
@@ -394,7 +310,7 @@ def _post_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
     """A tool ran (or failed): its call (unless PreToolUse recorded it) and its result are
     recorded, once; a test run's verdict becomes the session's validation."""
     call, result = H.call_key(hook), H.result_key(hook)
-    with _budget():
+    with budget():
         held = _hold_or_open(target=target, hook=hook, keys=[call, result], opens=True)
         if held is None or not held.open or result in held.known:
             return {}
@@ -426,7 +342,7 @@ def _stop(target: Target, hook: H.Hook) -> dict[str, Any]:
     """Claude finished a turn (Stop comes after every answer, not at the session's end): its
     closing message is recorded as reasoning, once."""
     key = H.stop_key(hook)
-    with _budget():
+    with budget():
         held = _hold_or_open(target=target, hook=hook, keys=[key], opens=bool(hook.last_message.strip()))
         if held is not None and held.open and hook.last_message.strip() and key not in held.known:
             _record(held, [(key, held.tool_steps, H.reasoning_event(hook.last_message))])
@@ -436,7 +352,7 @@ def _stop(target: Target, hook: H.Hook) -> dict[str, Any]:
 def _session_end(target: Target, hook: H.Hook) -> dict[str, Any]:
     """The session ended: it is completed and its finalize (promotion) queued. Its outcome is
     its last test run's verdict (H.outcome_for). Ending again changes nothing."""
-    with _budget():
+    with budget():
         held = _hold_or_open(target=target, hook=hook, keys=[], opens=False)
         if held is None or not held.open:
             return {}
@@ -485,59 +401,3 @@ _HANDLERS: dict[str, Callable[[Target, H.Hook], dict[str, Any]]] = {
     H.STOP: _stop,
     H.SESSION_END: _session_end,
 }
-
-
-# ---------------------------------------------------------------- answers
-
-
-def _start_plan(principal: Principal, held: Held, *, gotchas: bool) -> str:
-    """The session-start plan (prefetch, recipes, work state) and, at SessionStart, the project's
-    strongest warnings; what it hands over counts as injected into the session."""
-    session = selectors.session_get(principal=principal, session_id=held.session_id)
-    plan = selectors.start_context(session=session, principal=principal, files=[])
-    observer.start_injection_record(session=session, start_context=plan)
-    top = _top_gotchas(principal, session) if gotchas else []
-    if top and held.open:
-        new = observer.context_injection_record(
-            session_id=session.id, project=session.project, memory_ids=[g["id"] for g in top]
-        )
-        memories_record_access(memory_ids=new or [])
-    return H.start_plan_text(plan, top)
-
-
-def _top_gotchas(principal: Principal, session: Session) -> list[dict[str, Any]]:
-    project = session.project
-    found = (
-        memories_visible(principal=principal, project=project)
-        .filter(
-            type__in=GOTCHA_TYPES,
-            deprecated=False,
-            disputed=False,
-            stale_at__isnull=True,
-            confidence__gte=injection_min_confidence(project),
-        )
-        .order_by("-confidence", "-updated_at")
-        .values("id", "type", "content")[:TOP_GOTCHAS]
-    )
-    return [{**g, "id": str(g["id"])} for g in found]
-
-
-def _prompt_context(target: Target, hook: H.Hook, session_id: str) -> str:
-    if not hook.prompt.strip():
-        return ""
-    packed = build_context(
-        principal=target.principal,
-        project=target.project,
-        phase=None,
-        task=hook.prompt[:4000],
-        session_id=session_id,
-    )
-    return packed["text"]
-
-
-def _step_injection(principal: Principal, held: Held, step: int, files: list[str]) -> str:
-    answer = external.step_injection_for(
-        session_id=held.session_id, principal=principal, step=step, files=files
-    )
-    injection = answer.get("injection")
-    return injection["content"] if injection else ""

@@ -24,6 +24,6 @@ def _context_builders_closed():
     """The threads that build hooks' context keep their connections: closed after each test,
     before its database is flushed or dropped."""
     yield
-    from apps.agents.services import close_context_builders
+    from apps.agents.budget import close_context_builders
 
     close_context_builders()
