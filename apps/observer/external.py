@@ -17,20 +17,9 @@ from apps.memories import secrets_scan
 from apps.observer import selectors, services
 from apps.observer import text as T
 from apps.observer.models import Session, SessionStatus
-from apps.observer.selectors import sessions_visible
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.locks import hold_until_commit
-
-
-def session_by_external_id(*, principal: Principal, project_id: Any, external_id: str) -> Session | None:
-    """The session of a project the principal sees that the agent calls `external_id`."""
-    return (
-        sessions_visible(principal)
-        .defer("scratchpad")
-        .filter(project_id=project_id, external_id=external_id)
-        .first()
-    )
 
 
 def session_open_external(

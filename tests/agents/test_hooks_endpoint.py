@@ -5,6 +5,7 @@ slow database answered without context."""
 from __future__ import annotations
 
 import random
+import threading
 
 import psycopg
 import pytest
@@ -17,7 +18,7 @@ from apps.observer.services import load_scratchpad
 from apps.tenants import services as tenants
 from apps.tenants.roles import Role
 from tests.agents.recorded import CWD, deliveries
-from tests.processes import database_url
+from tests.processes import Worker, database_url
 
 pytestmark = pytest.mark.django_db(transaction=False)
 HOOKS = "hooks/claude-code"
@@ -144,13 +145,28 @@ def test_repeated_and_reordered_deliveries_change_nothing(claude):
     assert (b.event_count, EventBatch.objects.filter(session=b).count(), Session.objects.count()) == before
 
 
-def test_two_first_deliveries_at_once_open_one_session(claude):
-    # (serialised per id: the second waits for the first and finds its session)
-    for payload in deliveries("cc-4")[:3]:
-        claude(payload)
-        claude(payload)
-    assert Session.objects.filter(external_id="cc-4").count() == 1
-    assert HookDelivery.objects.filter(hook_session__session__external_id="cc-4").count() == 2
+@pytest.mark.django_db(transaction=True)  # (each thread commits on its own connection)
+def test_first_deliveries_at_once_open_one_session(alice, memory_group):
+    from apps.agents.hooks import read_hook
+    from apps.agents.services import hook_deliver
+
+    tools = [d for d in deliveries("cc-4") if d["hook_event_name"] == "PostToolUse"][:4]
+    start = threading.Barrier(len(tools))
+
+    def deliver(payload):
+        def work():
+            start.wait(timeout=30)
+            return hook_deliver(
+                principal=alice.principal, project_id=alice.project.id, hook=read_hook(payload)
+            )
+
+        return work
+
+    workers = [Worker(deliver(payload)) for payload in tools]
+    assert [worker.finish() for worker in workers] == [{}] * len(tools)
+    (session,) = Session.objects.filter(external_id="cc-4")
+    assert session.event_count == 8 and [e["seq"] for e in events(session)] == list(range(1, 9))
+    assert HookDelivery.objects.filter(hook_session__session=session).count() == 8
 
 
 def test_the_project_comes_from_a_project_key_or_the_query(alice, api_client, memory_group):
