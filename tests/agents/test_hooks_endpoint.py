@@ -308,3 +308,20 @@ def test_the_idle_sweep_is_scheduled():
 
     job = JOBS["agents.idle_sessions"]
     assert (job.func, job.schedule_type, job.minutes) == ("apps.agents.tasks.idle_sessions_task", "I", 30)
+
+
+def test_before_an_edit_claude_is_told_what_is_known_about_the_file(claude, alice):
+    remember(alice, "signals.py sends the confirmation email only for orders without a discount code")
+    recorded = deliveries("cc-edit")
+    # Three tool calls open the session: SessionStart's gotchas or a prompt's context would have
+    # given the memory already, and a session is never given one twice.
+    for payload in recorded[2:5]:
+        claude(payload)
+    for n in range(2):  # (step injection starts at the session's fifth step)
+        claude({**recorded[2], "tool_use_id": f"toolu_more_{n}"})
+    pre_edit = recorded[5]
+    assert pre_edit["hook_event_name"] == "PreToolUse" and pre_edit["tool_name"] == "Edit"
+    told = claude(pre_edit)["hookSpecificOutput"]
+    assert told["hookEventName"] == "PreToolUse" and "without a discount code" in told["additionalContext"]
+    assert "permissionDecision" not in told
+    assert claude({**pre_edit, "tool_use_id": "toolu_edit_again"}) == {}  # (never the same memory twice)
