@@ -99,6 +99,7 @@ class Held:
     """A session's hook state, its row locked for the rest of the transaction."""
 
     session_id: UUID
+    organization_id: UUID
     status: str
     ab_group: str
     root: str
@@ -116,9 +117,10 @@ class Held:
     def open(self) -> bool:
         return self.status == SessionStatus.OPEN
 
-    @property
-    def control(self) -> bool:
-        return self.ab_group == "control"
+    def told_nothing(self, principal: Principal) -> bool:
+        """The A/B control group is told nothing, and neither is a key that may not read memories
+        (it may record what the agent does: it may not read what the project knows)."""
+        return self.ab_group == "control" or not principal.has(self.organization_id, Perm.MEMORIES_READ)
 
 
 _HOLD = f"""
@@ -154,7 +156,7 @@ def _hold(target: Target, external_id: str, keys: list[str]) -> Held | None:
         raise Refused(403, f"This needs the '{Perm.OBSERVER_WRITE}' permission.")
     if isinstance(known, str):  # (json is not decoded by every driver configuration)
         known = json.loads(known)
-    return Held(session_id, *fields, known=known or {})
+    return Held(session_id, organization_id, *fields, known=known or {})
 
 
 def _hold_or_open(*, target: Target, hook: H.Hook, keys: list[str], opens: bool) -> Held | None:
@@ -223,7 +225,7 @@ def _session_start(target: Target, hook: H.Hook) -> dict[str, Any]:
     with budget():
         held = _hold_or_open(target=target, hook=hook, keys=[], opens=True)
         _touch(held)
-    if held is None or held.control:
+    if held is None or held.told_nothing(target.principal):
         return {}
     text = within(
         CONTEXT_BUDGET_MS,
@@ -240,11 +242,11 @@ def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
         first = (
             held is not None and held.open and (held.opened or _task_set(target.principal, held, hook.prompt))
         )
-    if held is not None and held.control:
+    if held is None or held.told_nothing(target.principal):
         return {}
     # (a session that has ended, one a --resume brought back, still gets context: only the
     # recording stops)
-    session_id = str(held.session_id) if held is not None and held.open else ""
+    session_id = str(held.session_id) if held.open else ""
     plan = ""
     if first:
         plan = within(
@@ -293,7 +295,7 @@ def _pre_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
             step = held.tool_steps
             _record(held, [(key, step, H.tool_call_event(hook))])
     file = H.edited_file(hook)
-    if not file or held.control:
+    if not file or held.told_nothing(target.principal):
         return {}
     files = clean_paths([file], held.root)
     text = within(

@@ -325,3 +325,18 @@ def test_before_an_edit_claude_is_told_what_is_known_about_the_file(claude, alic
     assert told["hookEventName"] == "PreToolUse" and "without a discount code" in told["additionalContext"]
     assert "permissionDecision" not in told
     assert claude({**pre_edit, "tool_use_id": "toolu_edit_again"}) == {}  # (never the same memory twice)
+
+
+def test_a_key_that_may_not_read_memories_records_but_is_told_nothing(alice, api_client, memory_group):
+    remember(alice, "Orders signals need the test settings")
+    _, writer = tenants.api_key_create(
+        organization=alice.org,
+        actor=alice.principal,
+        name="writer",
+        scopes=["observer:write"],
+        project=alice.project,
+    )
+    client = api_client(writer)
+    answers = [client.post(HOOKS, d).json() for d in deliveries("cc-writer")[:3]]
+    assert answers == [{}, {}, {}]
+    assert Session.objects.get(external_id="cc-writer").event_count == 2
