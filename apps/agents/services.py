@@ -50,8 +50,8 @@ IDLE_BATCH = 500
 
 
 class Refused(ApiError):
-    """The key may not deliver to this project (404, 403) or names none (422): answered as the
-    error it is, not as a hook's non-blocking nothing."""
+    """The key may not deliver to this project (403), or no project it sees is named (404): answered
+    as the error it is, not as a hook's non-blocking nothing."""
 
 
 def hook_project(*, principal: Principal, project_id: UUID | None) -> Project:
@@ -60,8 +60,9 @@ def hook_project(*, principal: Principal, project_id: UUID | None) -> Project:
     write observer events there."""
     if project_id is None and principal.project_limit is None:
         raise Refused(
-            422,
-            "Name the project: add ?project=<project id> to the hook's URL, or use a key limited to one project.",
+            404,
+            "No project named: add ?project=<project id> to the hook's URL, or use a key limited to one project.",
+            code="project_required",
             details={"field": "project"},
         )
     try:

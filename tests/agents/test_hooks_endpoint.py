@@ -173,7 +173,7 @@ def test_the_project_comes_from_a_project_key_or_the_query(alice, api_client, me
     payload = deliveries("cc-5")[0]
     org_key = api_client(alice.key)
     missing = org_key.post(HOOKS, payload)
-    assert missing.status_code == 422 and missing.json()["error"]["details"] == {"field": "project"}
+    assert missing.status_code == 404 and missing.json()["error"]["details"] == {"field": "project"}
     _, limited = tenants.api_key_create(
         organization=alice.org, actor=alice.principal, name="claude code", scopes=["observer:write", "memories:read"],
         project=alice.project,
