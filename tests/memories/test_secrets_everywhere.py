@@ -96,7 +96,7 @@ def test_a_relation_to_an_unseen_memory_is_refused_like_a_missing_one(alice, bob
     def link(key: str, target_id) -> dict:
         relation = {"relation_type": "conflicts_with", "target_memory_id": str(target_id)}
         response = api_client(key).post(url, {"type": "gotcha", "content": "linked", "relations": [relation]})
-        assert response.status_code == 422, response.content
+        assert response.status_code == 404, response.content
         return response.json()["error"]
 
     missing = link(alice.key, "00000000-0000-4000-8000-000000000000")

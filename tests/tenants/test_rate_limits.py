@@ -295,10 +295,13 @@ def test_exports_asked_for_too_often_are_refused_with_a_message(limits_on, alice
     assert "over your rate limit" in response.content.decode()
 
 
-def test_the_schema_documents_429_on_authenticated_operations():
+def test_the_schema_documents_429_on_every_operation():
+    """Rate limits answer 429 on authenticated operations, and the admission gate on any path
+    (a client with too many requests waiting), health included."""
     paths = api.get_openapi_schema()["paths"]
-    assert "429" in {str(status) for status in paths["/api/v1/me"]["get"]["responses"]}
-    assert "429" not in {str(status) for status in paths["/api/v1/health"]["get"]["responses"]}
+    for path in ("/api/v1/me", "/api/v1/health", "/api/v1/projects/{project_id}/search"):
+        for operation in paths[path].values():
+            assert "429" in {str(status) for status in operation["responses"]}, path
 
 
 # --------------------------------------------------------------------------- the stores
