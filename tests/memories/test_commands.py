@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from apps.memories.evaluation import BM25Baseline, ndcg_at, query_metrics, recall_at, reciprocal_rank
 from apps.memories.models import Memory
-from memorysaas.schedules import JOBS
+from memorysaas.kernel.schedules import JOBS
 from tests.memories.factories import make_memory
 
 pytestmark = pytest.mark.django_db
