@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "apps.sync",
     "apps.insights",
     "apps.agents",
+    "apps.bench",
 ]
 
 MIDDLEWARE = [
