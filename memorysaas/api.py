@@ -16,7 +16,7 @@ from ninja.parser import Parser
 
 from apps.tenants.auth import principal_auth
 from apps.tenants.ratelimit.throttle import refusal_of, request_throttle
-from memorysaas.errors import (
+from memorysaas.kernel.errors import (
     DATABASE_UNAVAILABLE,
     UNREADABLE_REQUEST,
     ApiError,
@@ -26,8 +26,8 @@ from memorysaas.errors import (
     field_errors,
     unreadable_request_response,
 )
-from memorysaas.openapi import JSON_VALUE, describe_request_text
-from memorysaas.schemas import parse_json
+from memorysaas.kernel.openapi import JSON_VALUE, describe_request_text
+from memorysaas.kernel.schemas import parse_json
 
 
 class JsonOnlyParser(Parser):

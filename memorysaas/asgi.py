@@ -47,7 +47,7 @@ async def http(scope, receive, send):
 application = ProtocolTypeRouter({"http": AdmissionMiddleware(http), "websocket": websocket})
 
 # Multipart bodies reach Django unparsed, so a broken one is answered in the API's envelope.
-from memorysaas.multipart import leave_form_bodies_to_django  # noqa: E402
+from memorysaas.kernel.multipart import leave_form_bodies_to_django  # noqa: E402
 
 leave_form_bodies_to_django()
 

@@ -7,7 +7,7 @@ is taken away in the organization (a member removed, a key or device revoked), e
 checks its caller again and closes with 4404 if it may no longer read the project. Every message
 is JSON: `{"event": "memory.created", "seq": 42, "data": {...}}`. The first one, `hello`, carries
 the project's current sequence number, so a client that reconnects knows at once whether it
-missed anything. Sequence numbers come from the database (memorysaas.realtime), so they agree
+missed anything. Sequence numbers come from the database (memorysaas.kernel.realtime), so they agree
 across every web and worker process; with REDIS_URL the group spans processes through Redis.
 
 static/js/app.js turns these messages into DOM events (`live-any`, `live-memory`,
@@ -24,7 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils import timezone
 
-from memorysaas.realtime import project_group, session_group
+from memorysaas.kernel.realtime import project_group, session_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404

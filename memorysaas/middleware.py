@@ -7,7 +7,7 @@ import logging
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from memorysaas.errors import (
+from memorysaas.kernel.errors import (
     DATABASE_UNAVAILABLE,
     UNREADABLE_REQUEST,
     database_unavailable_response,

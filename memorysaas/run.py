@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from memorysaas.embedded_db import DATA_DIR
+from memorysaas.kernel.embedded_db import DATA_DIR
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -32,7 +32,7 @@ def _manage(*args: str, capture: bool = False) -> str:
 
 
 def _embedded_running() -> bool:
-    from memorysaas.embedded_db import PG_DIR
+    from memorysaas.kernel.embedded_db import PG_DIR
 
     pid_file = PG_DIR / "postmaster.pid"
     if not pid_file.exists():
@@ -54,7 +54,7 @@ def main() -> int:
     embedded = not os.environ.get("DATABASE_URL")
     started_db = False
     if embedded:
-        from memorysaas.embedded_db import PG_DIR, embedded_database
+        from memorysaas.kernel.embedded_db import PG_DIR, embedded_database
 
         started_db = not _embedded_running()
         print(
@@ -77,7 +77,7 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 child.kill()
         if started_db:
-            from memorysaas.embedded_db import stop_embedded_database
+            from memorysaas.kernel.embedded_db import stop_embedded_database
 
             print("• Stopping embedded PostgreSQL")
             stop_embedded_database()

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from memorysaas.api import api
-from memorysaas.errors import error_response
+from memorysaas.kernel.errors import error_response
 
 
 def api_not_found(request, rest: str = ""):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import Field, ValidationError
 
-from memorysaas.jsontypes import JsonTyped
+from memorysaas.kernel.jsontypes import JsonTyped
 
 
 class Body(JsonTyped):

@@ -21,7 +21,7 @@ from django.test import Client
 
 from memorysaas.asgi import application
 from memorysaas.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from memorysaas.realtime import next_project_seq, project_group, publish
+from memorysaas.kernel.realtime import next_project_seq, project_group, publish
 from tests.processes import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apps.agents import services
 from apps.agents.hooks import read_hook
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 logger = logging.getLogger(__name__)
 router = Router(tags=["agents"])

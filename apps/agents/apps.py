@@ -9,7 +9,7 @@ class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from memorysaas.schedules import register_schedule
+        from memorysaas.kernel.schedules import register_schedule
 
         # Every 30 minutes: a hooks session whose SessionEnd never came (a killed terminal, a
         # lost delivery) is completed once it has been quiet long enough, so it still teaches.

@@ -30,7 +30,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from apps.agents.mcp_server import PRINCIPAL_SCOPE_KEY, mcp
 from apps.tenants.auth import principal_auth
 from apps.tenants.principal import Principal
-from memorysaas.errors import ApiError, envelope_for, error_response
+from memorysaas.kernel.errors import ApiError, envelope_for, error_response
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from apps.memories.drafts import MAX_CONTENT_CHARS
 from apps.tenants.principal import Principal
 from apps.tenants.ratelimit import policy
 from apps.tenants.ratelimit.throttle import charge
-from memorysaas.errors import ApiError
-from memorysaas.schemas import refuse_unstorable
+from memorysaas.kernel.errors import ApiError
+from memorysaas.kernel.schemas import refuse_unstorable
 
 PRINCIPAL_SCOPE_KEY = "memorysaas.principal"
 

@@ -25,7 +25,7 @@ from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import as_uuid, project_get, projects_for
 from apps.tenants.services import require
-from memorysaas.errors import Invalid, NotFound
+from memorysaas.kernel.errors import Invalid, NotFound
 
 _PICK_A_PROJECT = "Pass `project` (an id or slug from list_projects)."
 

@@ -34,7 +34,7 @@ from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 logger = logging.getLogger(__name__)
 

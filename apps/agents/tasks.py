@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apps.agents import services
-from memorysaas.queue import retry_on_database_error
+from memorysaas.kernel.queue import retry_on_database_error
 
 
 @retry_on_database_error

@@ -16,9 +16,9 @@ from apps.memories.selectors import memory_get
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
-from memorysaas.errors import conflict
-from memorysaas.openapi import link, links, openapi_extra, with_schema
-from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
+from memorysaas.kernel.errors import conflict
+from memorysaas.kernel.openapi import link, links, openapi_extra, with_schema
+from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["governance"])
 

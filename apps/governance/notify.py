@@ -11,7 +11,7 @@ from django.db.models import Q
 from apps.governance.models import Notification
 from apps.tenants.models import Membership, Project, TeamMembership, User
 from apps.tenants.roles import ROLE_PERMISSIONS, Perm, Role
-from memorysaas.queue import enqueue
+from memorysaas.kernel.queue import enqueue
 
 REVIEW_ROLES = [role.value for role, perms in ROLE_PERMISSIONS.items() if Perm.MEMORIES_REVIEW in perms]
 WIDE_ROLES = [Role.ADMIN.value, Role.OWNER.value]

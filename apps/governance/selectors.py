@@ -8,7 +8,7 @@ from apps.governance.models import Dispute, DisputeStatus, Notification
 from apps.memories.models import Memory
 from apps.tenants.models import ApiKey, Project
 from apps.tenants.principal import Principal
-from memorysaas.errors import NotFound
+from memorysaas.kernel.errors import NotFound
 
 
 def _as_uuid(value: str | UUID) -> UUID | None:

@@ -27,8 +27,8 @@ from apps.memories.models import FeedbackKind, Memory, MemoryScope
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
-from memorysaas.errors import Conflict, Invalid
-from memorysaas.realtime import publish
+from memorysaas.kernel.errors import Conflict, Invalid
+from memorysaas.kernel.realtime import publish
 
 
 def dispute_url(dispute: Dispute) -> str:

@@ -16,7 +16,7 @@ from apps.governance.models import DisputeStatus, Resolution, TrustChange
 from apps.memories.selectors import memory_get
 from apps.tenants.dashboard import posted_text, project_page
 from apps.tenants.roles import Perm
-from memorysaas.errors import ApiError, NotFound
+from memorysaas.kernel.errors import ApiError, NotFound
 
 
 def _dispute_in(request, project, dispute_id):

@@ -21,10 +21,10 @@ from apps.graph.models import IndexJob, IndexStatus
 from apps.graph.tasks import index_job_task
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.errors import ApiError, Invalid, NotFound, field_errors
-from memorysaas.openapi import SPACE_CHARS, inline_refs, link, links, openapi_extra, with_schema
-from memorysaas.queue import enqueue
-from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema, parse_json
+from memorysaas.kernel.errors import ApiError, Invalid, NotFound, field_errors
+from memorysaas.kernel.openapi import SPACE_CHARS, inline_refs, link, links, openapi_extra, with_schema
+from memorysaas.kernel.queue import enqueue
+from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema, parse_json
 
 router = Router(tags=["graph"])
 MAX_BATCH_FILES = 500

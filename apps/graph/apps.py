@@ -12,7 +12,7 @@ class GraphConfig(AppConfig):
 
         register_neighbour_provider(neighbour_files)
 
-        from memorysaas.schedules import register_schedule
+        from memorysaas.kernel.schedules import register_schedule
 
         # Every 5 minutes: an index job whose task was lost is queued again (apps/graph/tasks.py).
         register_schedule("graph.index_stranded", "apps.graph.tasks.index_stranded_task", "I", minutes=5)

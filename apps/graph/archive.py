@@ -22,7 +22,7 @@ from typing import IO
 from django.conf import settings
 
 from apps.graph.services import MAX_FILE_BYTES, MAX_PATH, VENDORED_DIRS
-from memorysaas.errors import ApiError, Invalid
+from memorysaas.kernel.errors import ApiError, Invalid
 
 # Entries an archive may hold: each header costs a parse (and, in a compressed tar, the data
 # before it a decompression), whatever is then skipped.

@@ -13,7 +13,7 @@ from django.db import connection
 from apps.graph.models import DEPENDENCY_KINDS, EDGE_WEIGHTS, CodeChunk, GraphNode, NodeKind
 from apps.memories.codetokens import analyze, split_parts
 from apps.tenants.models import Project
-from memorysaas.errors import Invalid, NotFound
+from memorysaas.kernel.errors import Invalid, NotFound
 
 MAX_DEPTH = 10
 

@@ -48,8 +48,8 @@ from apps.graph.models import (
 from apps.graph.resolve import Resolver
 from apps.memories.codetokens import split_parts
 from apps.tenants.models import Project
-from memorysaas.locks import hold_until_commit
-from memorysaas.realtime import outside_transaction, publish
+from memorysaas.kernel.locks import hold_until_commit
+from memorysaas.kernel.realtime import outside_transaction, publish
 
 logger = logging.getLogger(__name__)
 

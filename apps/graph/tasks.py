@@ -1,6 +1,6 @@
 """Index jobs in the background (django-q2); thin over services.
 
-A job's task may run more than once (memorysaas.queue): while one runs it holds the job's lock,
+A job's task may run more than once (memorysaas.kernel.queue): while one runs it holds the job's lock,
 so a second delivery leaves it alone, and a job already done or failed is skipped. The sweep
 below queues again a job whose task was lost (still queued, or running with nobody holding it)."""
 
@@ -18,8 +18,8 @@ from apps.graph import services
 from apps.graph.models import IndexJob, IndexStatus
 from apps.graph.summaries import module_summaries_write
 from apps.tenants.models import Project
-from memorysaas.locks import held_while_running, is_held
-from memorysaas.queue import enqueue, retry_on_database_error
+from memorysaas.kernel.locks import held_while_running, is_held
+from memorysaas.kernel.queue import enqueue, retry_on_database_error
 
 logger = logging.getLogger(__name__)
 

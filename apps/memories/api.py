@@ -25,9 +25,17 @@ from apps.memories.packing import citation
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
-from memorysaas.errors import Invalid, conflict
-from memorysaas.openapi import NOT_SPACE, SOME_PATH, change_schema, link, links, openapi_extra, with_schema
-from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema
+from memorysaas.kernel.errors import Invalid, conflict
+from memorysaas.kernel.openapi import (
+    NOT_SPACE,
+    SOME_PATH,
+    change_schema,
+    link,
+    links,
+    openapi_extra,
+    with_schema,
+)
+from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["memories"])
 

@@ -25,7 +25,7 @@ class MemoriesConfig(AppConfig):
         # The configured provider's HNSW index (migration 0002 makes MiniLM's 384).
         post_migrate.connect(ensure_provider_index, sender=self, dispatch_uid="memories.provider_index")
 
-        from memorysaas.schedules import register_schedule
+        from memorysaas.kernel.schedules import register_schedule
 
         # Daily: deprecate after three half-lives unused, delete after the grace, evict the cache.
         register_schedule("memories.decay_and_prune", "apps.memories.tasks.decay_and_prune_task", "D")

@@ -15,9 +15,9 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 
 from apps.memories.kinds import TYPE_NAMES, RelationKind, Scope, Source, normalize_type
 from apps.memories.payloads import PAYLOAD_SCHEMAS, PayloadError, validate_payload
-from memorysaas.jsontypes import JsonTyped
-from memorysaas.openapi import NOT_SPACE, inline_refs, stripped_text_schema
-from memorysaas.schemas import refuse_unstorable
+from memorysaas.kernel.jsontypes import JsonTyped
+from memorysaas.kernel.openapi import NOT_SPACE, inline_refs, stripped_text_schema
+from memorysaas.kernel.schemas import refuse_unstorable
 
 MAX_CONTENT_CHARS = 4000
 # A century: longer is "never decays" in all but name (leave it unset, or pin), and three of it

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 
-from memorysaas.llm import chat_client, llm_configured
+from memorysaas.kernel.llm import chat_client, llm_configured
 
 logger = logging.getLogger(__name__)
 

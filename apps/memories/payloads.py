@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from memorysaas.jsontypes import JsonTyped
+from memorysaas.kernel.jsontypes import JsonTyped
 
 
 class _Payload(JsonTyped):

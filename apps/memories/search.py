@@ -68,7 +68,7 @@ from apps.memories.selectors import memories_visible, relations_seen_by
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from memorysaas.errors import Invalid
+from memorysaas.kernel.errors import Invalid
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from memorysaas.errors import Invalid, NotFound
+from memorysaas.kernel.errors import Invalid, NotFound
 
 
 def _as_uuid(value: str | UUID) -> UUID | None:

@@ -56,9 +56,9 @@ from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
-from memorysaas.errors import ApiError, Conflict, Invalid, NotFound, field_errors
-from memorysaas.queue import DATABASE_ERRORS
-from memorysaas.realtime import publish_many
+from memorysaas.kernel.errors import ApiError, Conflict, Invalid, NotFound, field_errors
+from memorysaas.kernel.queue import DATABASE_ERRORS
+from memorysaas.kernel.realtime import publish_many
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def memories_embed(memory_ids: Iterable[UUID | str], *, pending_only: bool = Fal
     `pending_only` passes over those no longer pending (a second delivery, or a sweep's task,
     finds them done and costs one query).
 
-    Losing the database is raised: the task runs again (memorysaas.queue) and the memories stay
+    Losing the database is raised: the task runs again (memorysaas.kernel.queue) and the memories stay
     pending for it or for the sweep. Anything else that fails marks them `failed`, with the
     reason, where a person sees them and can retry."""
     from apps.memories.embeddings import embed_cached_with_tokens, get_provider
@@ -370,7 +370,7 @@ def memories_embed_stranded(*, now: datetime | None = None) -> int:
     """Queue the embedding of memories left pending longer than STRANDED_WORK_AFTER_SECONDS
     again (a schedule runs this). A memory whose first task is merely late is embedded by
     whichever runs first; the other finds it done. Returns how many were queued."""
-    from memorysaas.queue import enqueue
+    from memorysaas.kernel.queue import enqueue
 
     cutoff = (now or timezone.now()) - timedelta(seconds=settings.STRANDED_WORK_AFTER_SECONDS)
     ids = [
@@ -462,7 +462,7 @@ def _schedule_embedding(ids: Sequence[UUID]) -> None:
         # Inline, inside the transaction: tests and tiny setups see vectors at once.
         memories_embed(id_strings)
     else:
-        from memorysaas.queue import enqueue
+        from memorysaas.kernel.queue import enqueue
 
         enqueue("apps.memories.tasks.embed_memories", id_strings, group="memories.embed")
 

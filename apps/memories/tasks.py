@@ -1,11 +1,11 @@
 """Background tasks of the memories app (django-q2). Thin: the work is in services.py.
 
-Each may run more than once (memorysaas.queue): embedding writes the same vectors again."""
+Each may run more than once (memorysaas.kernel.queue): embedding writes the same vectors again."""
 
 from __future__ import annotations
 
 from apps.memories import services
-from memorysaas.queue import retry_on_database_error
+from memorysaas.kernel.queue import retry_on_database_error
 
 
 @retry_on_database_error

@@ -17,10 +17,10 @@ from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
-from memorysaas.errors import ApiError, conflict
-from memorysaas.jsontypes import JsonTyped
-from memorysaas.openapi import inline_refs, link, links, stripped_text_schema
-from memorysaas.schemas import (
+from memorysaas.kernel.errors import ApiError, conflict
+from memorysaas.kernel.jsontypes import JsonTyped
+from memorysaas.kernel.openapi import inline_refs, link, links, stripped_text_schema
+from memorysaas.kernel.schemas import (
     ESCAPED_UNSTORABLE,
     MAX_DEPTH,
     InputSchema,

@@ -9,7 +9,7 @@ class ObserverConfig(AppConfig):
     def ready(self) -> None:
         from apps.memories.neighbours import register_neighbour_provider
         from apps.observer.selectors import coaccess_partners
-        from memorysaas.schedules import register_schedule
+        from memorysaas.kernel.schedules import register_schedule
 
         register_neighbour_provider(coaccess_partners)
         register_schedule("observer.cross_module", "apps.observer.tasks.cross_module_task", "W")

@@ -80,7 +80,7 @@ def _llm_candidates(
         '"confidence": 0.0-1.0}]}'
     )  # fmt: skip
     try:
-        from memorysaas.llm import chat_client
+        from memorysaas.kernel.llm import chat_client
 
         client = chat_client(timeout=20.0)
         response = client.chat.completions.create(

@@ -19,7 +19,7 @@ from apps.observer import text as T
 from apps.observer.models import Session, SessionStatus
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from memorysaas.locks import hold_until_commit
+from memorysaas.kernel.locks import hold_until_commit
 
 
 def session_open_external(

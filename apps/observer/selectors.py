@@ -16,7 +16,7 @@ from apps.observer import text as T
 from apps.observer.models import Session, SessionStatus
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from memorysaas.errors import NotFound
+from memorysaas.kernel.errors import NotFound
 
 INJECTION_TYPES = ("gotcha", "error_pattern", "dead_end")
 INJECTION_MIN_CONFIDENCE = 0.65

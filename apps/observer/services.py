@@ -43,8 +43,8 @@ from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import require
-from memorysaas.errors import ApiError, NotFound
-from memorysaas.realtime import publish
+from memorysaas.kernel.errors import ApiError, NotFound
+from memorysaas.kernel.realtime import publish
 
 logger = logging.getLogger(__name__)
 
@@ -444,7 +444,7 @@ _FINALIZE_QUEUED = ["finalize_queued_at", "finalize_attempts"]
 def _queue_finalize(session: Session) -> None:
     """Queue the session's finalize (run inline when the queue is synchronous), noting when and
     how often; the caller saves `_FINALIZE_QUEUED`."""
-    from memorysaas.queue import enqueue
+    from memorysaas.kernel.queue import enqueue
 
     session.finalize_queued_at = timezone.now()
     session.finalize_attempts += 1
@@ -593,7 +593,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
         session.save(update_fields=fields)
         due = [(m, n) for m, n in result.module_counts.items() if n in SYNTHESIS_THRESHOLDS and m != "."]
         if due:
-            from memorysaas.queue import enqueue
+            from memorysaas.kernel.queue import enqueue
 
             for module, count in due:
                 enqueue("apps.observer.tasks.synthesize_module", str(session.project_id), module, count)

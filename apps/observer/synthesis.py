@@ -147,7 +147,7 @@ def rewrite(drafts: list[dict[str, Any]]) -> tuple[list[str | None], bool]:
     if not settings.OPENAI_API_KEY or not drafts:
         return [None] * len(drafts), False
     try:
-        from memorysaas.llm import chat_client
+        from memorysaas.kernel.llm import chat_client
 
         client = chat_client(timeout=15.0)
         listing = "\n".join(f"{i}. [{d['kind']}] {d['content']}" for i, d in enumerate(drafts))

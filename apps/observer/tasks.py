@@ -1,13 +1,13 @@
 """Observer work in the background (django-q2); thin over services and crosssession.
 
-Each may run more than once (memorysaas.queue): a finalize runs once per session (it locks the
+Each may run more than once (memorysaas.kernel.queue): a finalize runs once per session (it locks the
 session and does nothing once the session is completed), and a module's synthesis once per
 threshold (its log row is unique)."""
 
 from __future__ import annotations
 
 from apps.observer import crosssession, services
-from memorysaas.queue import retry_on_database_error
+from memorysaas.kernel.queue import retry_on_database_error
 
 
 @retry_on_database_error

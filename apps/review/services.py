@@ -20,7 +20,7 @@ from apps.review.rules_import import Rule
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
-from memorysaas.errors import Invalid
+from memorysaas.kernel.errors import Invalid
 
 TAUGHT_CONFIDENCE = 0.9
 IMPORT_TAG = "imported"

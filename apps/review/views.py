@@ -40,7 +40,7 @@ from apps.review.rules_import import MAX_RULES, Rule, parse_rules, recipe_from_t
 from apps.tenants import services as tenant_services
 from apps.tenants.dashboard import posted_text, project_page
 from apps.tenants.roles import Perm
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 PER_PAGE = 30
 SESSIONS_PER_PAGE = 25

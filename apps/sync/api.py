@@ -15,8 +15,8 @@ from apps.sync import selectors, services
 from apps.sync.feed import CURSOR_PATTERN, BadCursor, Cursor
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import as_uuid, project_get
-from memorysaas.errors import Forbidden, Invalid, field_errors
-from memorysaas.schemas import InputSchema, OutputSchema, QuerySchema, refuse_unstorable
+from memorysaas.kernel.errors import Forbidden, Invalid, field_errors
+from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema, refuse_unstorable
 
 router = Router(tags=["sync"])
 MAX_PUSH = 500

@@ -26,8 +26,8 @@ from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
-from memorysaas.errors import Conflict, Invalid, NotFound
-from memorysaas.locks import hold_until_commit
+from memorysaas.kernel.errors import Conflict, Invalid, NotFound
+from memorysaas.kernel.locks import hold_until_commit
 
 UNION_FIELDS = ("tags", "related_files", "related_modules")
 # Fields whose value at each version the history keeps, so a three-way merge is possible.

@@ -16,7 +16,7 @@ from apps.tenants.dashboard import _principal, org_page
 from apps.tenants.models import ApiKey, DataExport, Device, ExportFormat, ExportStatus
 from apps.tenants.ratelimit.throttle import charge_export
 from apps.tenants.roles import Perm
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 
 class ProfileForm(forms.Form):

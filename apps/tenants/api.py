@@ -12,10 +12,10 @@ from apps.tenants import selectors, services
 from apps.tenants.models import Methodology
 from apps.tenants.ratelimit.usage import usage_for
 from apps.tenants.roles import API_KEY_SCOPES, Perm
-from memorysaas.errors import Invalid, NotFound, conflict
-from memorysaas.health import health_report
-from memorysaas.openapi import link, links, openapi_extra
-from memorysaas.schemas import InputSchema, Name, OutputSchema
+from memorysaas.kernel.errors import Invalid, NotFound, conflict
+from memorysaas.kernel.health import health_report
+from memorysaas.kernel.openapi import link, links, openapi_extra
+from memorysaas.kernel.schemas import InputSchema, Name, OutputSchema
 
 router = Router(tags=["tenancy"])
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 def _close_their_sockets(sender, request, user, **kwargs) -> None:
     """Signed out: the sockets that browser session opened close."""
-    from memorysaas.realtime import session_ended
+    from memorysaas.kernel.realtime import session_ended
 
     session = getattr(request, "session", None)
     session_ended(session.session_key if session is not None else None)
@@ -17,7 +17,7 @@ def _revoke_their_keys(sender, instance, **kwargs) -> None:
     """A key acts for its maker (or its device's owner); deleted any way — the admin, a shell,
     not only the erasure — they would leave it acting for no one, with its scopes unbounded."""
     from apps.tenants.models import ApiKey, Membership
-    from memorysaas.realtime import access_changed
+    from memorysaas.kernel.realtime import access_changed
 
     ApiKey.objects.filter(Q(created_by=instance) | Q(device__user=instance), revoked_at__isnull=True).update(
         revoked_at=timezone.now()
@@ -45,7 +45,7 @@ def _recheck_their_sockets(sender, instance, **kwargs) -> None:
     the user from the session, so a session the change invalidated closes; so do the sockets
     of a deactivated person's keys)."""
     from apps.tenants.models import Membership
-    from memorysaas.realtime import access_changed
+    from memorysaas.kernel.realtime import access_changed
 
     if not instance.__dict__.pop("_sign_in_changed", False):
         return
@@ -61,8 +61,8 @@ class TenantsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
-        from memorysaas.pgtimestamps import use_c_timestamptz_loader
-        from memorysaas.schedules import ensure_schedules, register_schedule
+        from memorysaas.kernel.pgtimestamps import use_c_timestamptz_loader
+        from memorysaas.kernel.schedules import ensure_schedules, register_schedule
 
         connection_created.connect(use_c_timestamptz_loader, dispatch_uid="memorysaas.c_timestamptz_loader")
 

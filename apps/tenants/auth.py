@@ -9,7 +9,7 @@ from ninja.utils import check_csrf
 from apps.tenants.principal import Principal
 from apps.tenants.ratelimit.throttle import record_failed_auth, refuse_if_locked_out
 from apps.tenants.services import api_key_authenticate
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 _SAFE_METHODS = {"GET", "HEAD", "OPTIONS", "TRACE"}
 

@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest
 
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import Principal
-from memorysaas.errors import Invalid
+from memorysaas.kernel.errors import Invalid
 
 
 def _principal(request) -> Principal:

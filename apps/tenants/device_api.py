@@ -15,7 +15,7 @@ from django.urls import reverse
 from ninja import Field, Router
 
 from apps.tenants import device_flow
-from memorysaas.schemas import InputSchema, Name, OutputSchema
+from memorysaas.kernel.schemas import InputSchema, Name, OutputSchema
 
 router = Router(tags=["devices"])
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"

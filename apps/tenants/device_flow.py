@@ -33,7 +33,7 @@ from apps.tenants.models import (
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, device_register, require
-from memorysaas.errors import ApiError, Invalid, NotFound
+from memorysaas.kernel.errors import ApiError, Invalid, NotFound
 
 Status = DeviceAuthorizationStatus
 USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"  # no vowels (no words), nothing read as a digit

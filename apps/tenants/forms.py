@@ -3,7 +3,7 @@ from django.core.exceptions import ValidationError
 
 from apps.tenants.models import Methodology, Project
 from apps.tenants.roles import API_KEY_SCOPES, ROLE_ORDER
-from memorysaas.schemas import single_line
+from memorysaas.kernel.schemas import single_line
 
 
 def _one_line(value: str) -> None:

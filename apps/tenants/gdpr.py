@@ -49,8 +49,8 @@ from apps.tenants.models import (
 )
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm, Role
-from memorysaas.errors import Forbidden, Invalid
-from memorysaas.queue import enqueue
+from memorysaas.kernel.errors import Forbidden, Invalid
+from memorysaas.kernel.queue import enqueue
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from apps.tenants.models import ApiKey, Device, Invitation, Membership, Organization, Project, Team
 from apps.tenants.principal import Principal
-from memorysaas.errors import Forbidden, NotFound
+from memorysaas.kernel.errors import Forbidden, NotFound
 
 
 def as_uuid(value: str | UUID) -> UUID | None:

@@ -31,8 +31,8 @@ from apps.tenants.models import (
 )
 from apps.tenants.principal import Principal
 from apps.tenants.roles import API_KEY_SCOPES, Perm, Role, can_assign_role
-from memorysaas.errors import ApiError, Forbidden, Invalid
-from memorysaas.realtime import access_changed
+from memorysaas.kernel.errors import ApiError, Forbidden, Invalid
+from memorysaas.kernel.realtime import access_changed
 
 _SECRET_WORDS = ("secret", "password", "token", "key", "authorization", "credential")
 

@@ -1,6 +1,6 @@
 """Background tasks of the tenants app (django-q2). Thin: the work is in gdpr.py.
 
-Each may run more than once (memorysaas.queue): while an export is built its builder holds the
+Each may run more than once (memorysaas.kernel.queue): while an export is built its builder holds the
 export's lock, so a second delivery leaves it alone, and a built export is not built again; a
 due deletion is gone once done. The sweep queues again an export whose task was lost."""
 
@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from apps.tenants import gdpr
 from apps.tenants.models import DataExport, ExportStatus
-from memorysaas.locks import held_while_running, is_held
-from memorysaas.queue import enqueue, retry_on_database_error
+from memorysaas.kernel.locks import held_while_running, is_held
+from memorysaas.kernel.queue import enqueue, retry_on_database_error
 
 logger = logging.getLogger(__name__)
 

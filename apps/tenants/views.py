@@ -17,7 +17,7 @@ from apps.tenants.dashboard import _principal, org_page
 from apps.tenants.forms import ApiKeyForm, InvitationForm, ProjectForm, RoleForm
 from apps.tenants.ratelimit.usage import usage_for
 from apps.tenants.roles import PERMISSION_LABELS, ROLE_ORDER, ROLE_PERMISSIONS, Perm
-from memorysaas.errors import ApiError, NotFound
+from memorysaas.kernel.errors import ApiError, NotFound
 
 
 def project_url(project) -> str:

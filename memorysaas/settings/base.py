@@ -6,8 +6,8 @@ from pathlib import Path
 import dj_database_url
 import dj_email_url
 
-from memorysaas.embedded_db import DATA_DIR
-from memorysaas.env import env_bool, env_int, env_list, env_str
+from memorysaas.kernel.embedded_db import DATA_DIR
+from memorysaas.kernel.env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "apps.sync",
     "apps.insights",
     "apps.agents",
+    "apps.bench",
 ]
 
 MIDDLEWARE = [
@@ -89,7 +90,7 @@ def _database() -> dict:
     if url:
         db = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True)
     else:
-        from memorysaas.embedded_db import embedded_database
+        from memorysaas.kernel.embedded_db import embedded_database
 
         db = {
             "ENGINE": "django.db.backends.postgresql",
@@ -121,7 +122,7 @@ def _database() -> dict:
         db["CONN_MAX_AGE"] = 0
         # With a pool, this has the pool check each connection before handing it out (one round
         # trip): one the database dropped (a restart, an idle timeout) is replaced, not given
-        # to a request; after a request the database failed, memorysaas.dbpool checks them all.
+        # to a request; after a request the database failed, memorysaas.kernel.dbpool checks them all.
         db["CONN_HEALTH_CHECKS"] = True
     return db
 
@@ -158,7 +159,7 @@ else:
 # Background tasks are delivered at least once (deploy/SCALING.md): a task not acknowledged
 # `retry` seconds after a worker took it (the worker died, or its result could not be recorded)
 # is handed out again, up to `max_attempts` runs that fail. The ORM broker does this itself;
-# on Redis, memorysaas.brokers.AcknowledgedRedis does (django-q2's own Redis broker loses what a
+# on Redis, memorysaas.kernel.brokers.AcknowledgedRedis does (django-q2's own Redis broker loses what a
 # killed worker held). `retry` must exceed `timeout`, or a slow task would run twice at once.
 Q_BROKER = env_str("Q_BROKER", "redis" if REDIS_URL else "orm").strip().lower()
 Q_CLUSTER = {
@@ -172,7 +173,7 @@ Q_CLUSTER = {
     "save_limit": 1000,
     "label": "Background tasks",
     **(
-        {"redis": REDIS_URL, "broker_class": "memorysaas.brokers.AcknowledgedRedis"}
+        {"redis": REDIS_URL, "broker_class": "memorysaas.kernel.brokers.AcknowledgedRedis"}
         if Q_BROKER == "redis" and REDIS_URL
         else {"orm": "default"}
     ),

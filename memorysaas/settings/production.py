@@ -2,7 +2,7 @@
 
 from django.core.exceptions import ImproperlyConfigured
 
-from memorysaas.env import env_bool, env_int, env_str
+from memorysaas.kernel.env import env_bool, env_int, env_str
 from memorysaas.settings.base import *  # noqa: F403
 from memorysaas.settings.base import STORAGES
 

@@ -304,7 +304,7 @@ def test_a_prompt_keeps_a_session_alive(claude):
 
 
 def test_the_idle_sweep_is_scheduled():
-    from memorysaas.schedules import JOBS
+    from memorysaas.kernel.schedules import JOBS
 
     job = JOBS["agents.idle_sessions"]
     assert (job.func, job.schedule_type, job.minutes) == ("apps.agents.tasks.idle_sessions_task", "I", 30)

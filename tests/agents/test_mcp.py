@@ -33,7 +33,7 @@ from apps.memories.models import Memory
 from apps.tenants import services as tenant_services
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Role
-from memorysaas.errors import RateLimited
+from memorysaas.kernel.errors import RateLimited
 from tests import isolation
 from tests.e2e.conftest import start_daphne, stop
 from tests.factories import ProjectFactory

@@ -7,7 +7,7 @@ without touching the suite's shared test database.
   project and API key. The directory is kept between runs and migrated again only when the
   migrations changed (from nothing it takes ~20 s); the server is stopped when the session ends.
 - `broker`: every test that uses `stack` runs once per django-q2 broker — Redis (at REDIS_URL,
-  through memorysaas.brokers.AcknowledgedRedis) and the ORM.
+  through memorysaas.kernel.brokers.AcknowledgedRedis) and the ORM.
 - `stack` (per test): a database copied from the template with a demo organization, project and
   API key, and the means to start workers and a web server on it, kill them, and read its rows.
   Its cluster name (so its Redis keys) is its own. Tasks not acknowledged within `RETRY` seconds
@@ -35,7 +35,7 @@ import httpx
 import psycopg
 import pytest
 
-from memorysaas.embedded_db import DATA_DIR
+from memorysaas.kernel.embedded_db import DATA_DIR
 from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 from django_q.conf import Conf
 from django_q.signing import SignedPackage
 
-from memorysaas.brokers import AcknowledgedRedis
+from memorysaas.kernel.brokers import AcknowledgedRedis
 
 pytestmark = [
     pytest.mark.redis,

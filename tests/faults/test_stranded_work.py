@@ -22,7 +22,7 @@ from apps.memories import embeddings, services
 from apps.memories.models import EmbeddingStatus, Memory
 from apps.tenants import tasks as tenant_tasks
 from apps.tenants.models import DataExport, ExportStatus
-from memorysaas.queue import retry_on_database_error
+from memorysaas.kernel.queue import retry_on_database_error
 from tests.graph.conftest import PY_REPO
 from tests.memories.factories import make_memory
 from tests.processes import Worker, database_url
@@ -68,7 +68,7 @@ def test_a_broker_that_cannot_take_the_task_loses_no_memory(alice, api_client, m
     waits as pending, and the sweep embeds it."""
     settings.EMBEDDING_MODE = "async"
     monkeypatch.setattr(Conf, "SYNC", False)
-    monkeypatch.setattr(Conf, "BROKER_CLASS", "memorysaas.brokers.AcknowledgedRedis")
+    monkeypatch.setattr(Conf, "BROKER_CLASS", "memorysaas.kernel.brokers.AcknowledgedRedis")
     monkeypatch.setattr(Conf, "REDIS", "redis://127.0.0.1:1/0")  # nothing listens there
     response = api_client(alice.key).post(
         f"projects/{alice.project.id}/memories", {"type": "gotcha", "content": "Refunds settle in 5 days."}

@@ -12,7 +12,7 @@ from apps.memories import services as memory_services
 from apps.memories.fusion import weighting
 from apps.memories.models import Memory
 from apps.tenants.roles import Role
-from memorysaas.errors import Conflict
+from memorysaas.kernel.errors import Conflict
 from tests.memories.factories import make_memory
 from tests.processes import Worker, wait_until_another_session_waits_for_a_lock
 from tests.tables import tables_holding

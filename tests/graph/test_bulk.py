@@ -12,7 +12,7 @@ from apps.graph import bulk, selectors, services
 from apps.graph.closure import closure, copy_lines, strongest
 from apps.graph.extract import extract
 from apps.graph.models import CodeChunk, GraphClosure, GraphEdge, GraphFileLinks, GraphNode, IndexJob
-from memorysaas.realtime import project_group
+from memorysaas.kernel.realtime import project_group
 from tests.graph.conftest import write_tree
 
 ODD_DIR = "we\\ird dir/ta\tb"  # a backslash and a tab in directory names

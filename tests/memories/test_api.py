@@ -312,7 +312,7 @@ def test_json_nested_past_the_depth_limit_is_a_422_naming_where(alice, api_clien
     """Every walker of a payload (the NUL check, the secret scanner) recursed: a payload 500 levels
     deep hit Python's recursion limit and answered 500."""
     from apps.memories.models import Memory
-    from memorysaas.schemas import MAX_DEPTH
+    from memorysaas.kernel.schemas import MAX_DEPTH
 
     client = api_client(alice.key)
     draft = {"type": "gotcha", "content": "Deep payloads are refused."}

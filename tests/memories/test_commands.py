@@ -7,9 +7,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from apps.memories.evaluation import BM25Baseline, ndcg_at, query_metrics, recall_at, reciprocal_rank
+from apps.bench.evaluation import BM25Baseline, ndcg_at, query_metrics, recall_at, reciprocal_rank
 from apps.memories.models import Memory
-from memorysaas.schedules import JOBS
+from memorysaas.kernel.schedules import JOBS
 from tests.memories.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -95,8 +95,8 @@ def test_eval_retrieval_misses_says_none_when_every_relevant_memory_is_in_the_to
 
 
 def test_eval_indexes_the_codebase_with_its_package_prefix(tmp_path, monkeypatch, alice):
+    from apps.bench.management.commands.eval_retrieval import _index_codebase
     from apps.graph.selectors import file_paths, neighbour_files
-    from apps.memories.management.commands.eval_retrieval import _index_codebase
 
     package = tmp_path / "evalpkg"
     package.mkdir()
@@ -113,8 +113,8 @@ def test_eval_indexes_the_codebase_with_its_package_prefix(tmp_path, monkeypatch
 
 
 def test_eval_reports_a_codebase_it_cannot_find_and_goes_on(tmp_path, alice):
+    from apps.bench.management.commands.eval_retrieval import _index_codebase
     from apps.graph.selectors import file_paths
-    from apps.memories.management.commands.eval_retrieval import _index_codebase
 
     message = _index_codebase(alice.project, "no_such_package_here==1.0", None)
     assert "no_such_package_here is not installed" in message
@@ -125,8 +125,8 @@ def test_eval_reports_a_codebase_it_cannot_find_and_goes_on(tmp_path, alice):
 
 
 def test_eval_indexes_a_codebase_from_a_source_directory(tmp_path, alice):
+    from apps.bench.management.commands.eval_retrieval import _index_codebase
     from apps.graph.selectors import file_paths
-    from apps.memories.management.commands.eval_retrieval import _index_codebase
 
     (tmp_path / "srcpkg").mkdir()
     (tmp_path / "srcpkg" / "__init__.py").write_text("")

@@ -779,7 +779,7 @@ def test_completing_a_session_whose_finalize_stalled_queues_it_again(agent, monk
 
 def test_the_schedule_queues_again_each_stalled_finalize_a_few_times(agent, monkeypatch):
     from apps.observer.tasks import finalize_stalled_task
-    from memorysaas.schedules import JOBS
+    from memorysaas.kernel.schedules import JOBS
 
     assert JOBS["observer.finalize_stalled"].func == "apps.observer.tasks.finalize_stalled_task"
     stalled, recent, given_up = failing_finalize(agent, monkeypatch, 3)

@@ -9,8 +9,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from apps.observer.fixtures import django_shop, node_invoices
-from apps.observer.management.commands.eval_observer import DEFAULT_DIR, trace_files
+from apps.bench.fixtures import django_shop, node_invoices
+from apps.bench.management.commands.eval_observer import DEFAULT_DIR, trace_files
 
 TRACES = {"django_shop": django_shop, "node_invoices": node_invoices}
 

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 
-from memorysaas.pgtimestamps import CTimestamptzLoader, use_c_timestamptz_loader
+from memorysaas.kernel.pgtimestamps import CTimestamptzLoader, use_c_timestamptz_loader
 
 pytestmark = pytest.mark.django_db
 

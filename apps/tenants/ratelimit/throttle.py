@@ -26,7 +26,7 @@ from apps.tenants.ratelimit import buckets, policy
 from apps.tenants.ratelimit.buckets import Decision
 from apps.tenants.ratelimit.policy import Bucket, Scope
 from apps.tenants.ratelimit.stores import current_store
-from memorysaas.errors import RateLimited
+from memorysaas.kernel.errors import RateLimited
 
 logger = logging.getLogger(__name__)
 

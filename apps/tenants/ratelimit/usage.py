@@ -12,7 +12,7 @@ from apps.tenants.models import ApiKey, Organization
 from apps.tenants.ratelimit import buckets, policy
 from apps.tenants.ratelimit.buckets import Limit
 from apps.tenants.ratelimit.stores import current_store
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 
 def _limit(limit: Limit) -> dict[str, int]:

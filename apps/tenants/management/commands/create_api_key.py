@@ -7,7 +7,7 @@ from apps.tenants.models import Membership, Organization, Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import API_KEY_SCOPES, Role
 from apps.tenants.selectors import as_uuid
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ from apps.tenants import services
 from apps.tenants.models import Organization, OrganizationLimits
 from apps.tenants.principal import SYSTEM
 from apps.tenants.ratelimit import policy
-from memorysaas.errors import ApiError
+from memorysaas.kernel.errors import ApiError
 
 
 class Command(BaseCommand):

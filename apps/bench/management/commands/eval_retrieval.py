@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.test.utils import override_settings
 
-from apps.memories import evaluation
+from apps.bench import evaluation
 from apps.memories.drafts import MemoryDraft
 from apps.memories.fusion import PATHS
 from apps.memories.search import search

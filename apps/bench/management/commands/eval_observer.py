@@ -1,7 +1,7 @@
 """Replay recorded multi-session traces through the observer and compare what it promoted with
 what each trace expects.
 
-Every trace file (JSON, see apps/observer/fixtures/django_shop.py for how one is recorded)
+Every trace file (JSON, see apps/bench/fixtures/django_shop.py for how one is recorded)
 holds sessions (open body, events, validation, completion), the memories expected back
 (type + substrings, optionally tainted or of a given source) and texts that must never be
 promoted. Each trace runs in a fresh project (deleted afterwards unless --keep), with background

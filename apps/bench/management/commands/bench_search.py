@@ -42,13 +42,13 @@ from django.db.models.expressions import RawSQL
 from django.test import Client
 from django.test.utils import override_settings
 
+from apps.bench.synthetic import Corpus
 from apps.memories import late, precision
 from apps.memories.embeddings import embed_query, get_provider
 from apps.memories.keyword import index_memory
 from apps.memories.search import Scope, keyword_candidates, search
 from apps.memories.selectors import memories_visible
 from apps.memories.services import rebuild_term_stats
-from apps.memories.synthetic import Corpus
 from apps.memories.vectors import (
     distance_expr,
     ensure_hnsw_index,

@@ -43,9 +43,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.test.utils import override_settings
 
+from apps.bench.synthetic import Corpus
 from apps.memories.drafts import MemoryDraft
 from apps.memories.services import memories_create_batch
-from apps.memories.synthetic import Corpus
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 from apps.tenants.services import api_key_create

@@ -12,7 +12,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
-from memorysaas import dbpool
+from memorysaas.kernel import dbpool
 
 logger = logging.getLogger(__name__)
 

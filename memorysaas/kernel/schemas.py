@@ -11,8 +11,8 @@ from typing import Annotated, Any
 from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from memorysaas.jsontypes import JsonTyped
-from memorysaas.openapi import ONE_LINE, stripped_text_schema
+from memorysaas.kernel.jsontypes import JsonTyped
+from memorysaas.kernel.openapi import ONE_LINE, stripped_text_schema
 
 # How deep a request's JSON may nest. Real payloads (a tool call's arguments, a recipe's steps)
 # stay within a handful of levels; a deeper one is refused before anything walks it, since
@@ -35,7 +35,7 @@ def parse_json(body: bytes) -> Any:
     """A request body as JSON: ApiError 400 when it is not JSON (NaN, Infinity and floats out of
     range are not; an integer longer than Python converts, 4,300 digits, is not read), 422 when it
     nests so deep that the parser itself gives up (Python's recursion limit, near a thousand levels)."""
-    from memorysaas.errors import ApiError
+    from memorysaas.kernel.errors import ApiError
 
     try:
         # UTF-8 only (RFC 8259 §8.1): json.loads would guess UTF-16 or UTF-32 from the bytes,

@@ -1,0 +1,1 @@
+"""Benchmark and evaluation commands and their corpora, kept out of the product apps."""
