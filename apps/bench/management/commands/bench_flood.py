@@ -26,23 +26,18 @@ import json
 import logging
 import os
 import random
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 import httpx
 import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 from django.test.utils import override_settings
 
+from apps.bench.daphne import Server
 from apps.bench.synthetic import Corpus
 from apps.memories.drafts import MemoryDraft
 from apps.memories.services import memories_create_batch
@@ -56,16 +51,6 @@ RECOVERY_FLOOR_MS = 100.0  # a search "answers normally" within max(3 × quiet p
 
 def _p95(values: list[float]) -> float | None:
     return round(float(np.percentile(values, 95)), 1) if values else None
-
-
-def database_url() -> str:
-    """The database this command uses, as a URL the server process can use too (a socket
-    directory as the host, as the embedded PostgreSQL has)."""
-    db = connection.settings_dict
-    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
-    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgresql://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
 
 
 @dataclass
@@ -89,74 +74,6 @@ class Tally:
 
     def count_5xx(self) -> int:
         return sum(n for status, n in self.statuses.items() if status >= 500)
-
-
-class Server:
-    """A daphne process of this checkout, serving the configured database with search's
-    parallel paths on (as production runs)."""
-
-    def __init__(self, *, provider: str, settings_module: str, extra_env: dict[str, str]) -> None:
-        log_fd, self.log = tempfile.mkstemp(prefix="bench-flood-daphne-", suffix=".log")
-        self.port = free_port()
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": settings_module,
-            "DATABASE_URL": database_url(),
-            "SECRET_KEY": settings.SECRET_KEY,
-            "DEBUG": "0",
-            "SEARCH_CONCURRENT": "1",
-            "EMBEDDING_PROVIDER": provider,
-            "PYTHONUNBUFFERED": "1",
-            **extra_env,
-        }
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "memorysaas.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_fd,
-            stderr=subprocess.STDOUT,
-        )
-        os.close(log_fd)  # (the child has its own copy)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def wait_until_serving(self, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise CommandError(f"daphne exited:\n{self.tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/api/v1/health", timeout=2).status_code in (200, 503):
-                    return
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=0.2)
-        raise CommandError(f"daphne never served:\n{self.tail()}")
-
-    def tail(self) -> str:
-        return Path(self.log).read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        Path(self.log).unlink(missing_ok=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Command(BaseCommand):
@@ -208,11 +125,16 @@ class Command(BaseCommand):
             url = opts["url"]
             if not url:
                 server = Server(
-                    provider=provider,
                     settings_module=opts["server_settings"],
-                    # What is measured is how the server shares itself out, not the rate limits
-                    # (which would turn most of the flood away with 429s).
-                    extra_env={} if opts["rate_limits"] else {"RATE_LIMIT_ENABLED": "0"},
+                    # Search's parallel paths on, as production runs. What is measured is how the
+                    # server shares itself out, not the rate limits (which would turn most of the
+                    # flood away with 429s).
+                    env={
+                        "SEARCH_CONCURRENT": "1",
+                        "EMBEDDING_PROVIDER": provider,
+                        **({} if opts["rate_limits"] else {"RATE_LIMIT_ENABLED": "0"}),
+                    },
+                    name="bench-flood",
                 )
                 server.wait_until_serving()
                 url = server.url

@@ -28,28 +28,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import json
 import logging
 import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 from django.test.utils import override_settings
 
+from apps.bench.daphne import Server
 from apps.bench.synthetic import Corpus
 from apps.memories.drafts import MemoryDraft
 from apps.memories.services import memories_create_batch
@@ -66,79 +60,6 @@ WARM_MS = 500.0
 
 def _percentile(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 1) if values else None
-
-
-def database_url() -> str:
-    """The configured database as a URL the server process can use too."""
-    db = connection.settings_dict
-    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
-    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgresql://{quote(db['USER'], safe='')}{password}@{host}{port}/{db['NAME']}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A daphne of this checkout on the configured database."""
-
-    def __init__(self, *, settings_module: str, env: dict[str, str]) -> None:
-        log_fd, self.log = tempfile.mkstemp(prefix="bench-hooks-daphne-", suffix=".log")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "memorysaas.asgi:application",
-            ],
-            cwd=ROOT,
-            env={
-                **os.environ,
-                "DJANGO_SETTINGS_MODULE": settings_module,
-                "DATABASE_URL": database_url(),
-                "SECRET_KEY": settings.SECRET_KEY,
-                "DEBUG": "0",
-                "PYTHONUNBUFFERED": "1",
-                **env,
-            },
-            stdout=log_fd,
-            stderr=subprocess.STDOUT,
-        )
-        os.close(log_fd)  # (the child has its own copy)
-
-    def wait_until_serving(self, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise CommandError(f"daphne exited:\n{self.tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/api/v1/health", timeout=2).status_code in (200, 503):
-                    return
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=0.2)
-        raise CommandError(f"daphne never served:\n{self.tail()}")
-
-    def tail(self) -> str:
-        return Path(self.log).read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        Path(self.log).unlink(missing_ok=True)
 
 
 @dataclass
@@ -237,7 +158,7 @@ class Command(BaseCommand):
                 env = {"EMBEDDING_PROVIDER": provider}
                 if not opts["rate_limits"]:
                     env["RATE_LIMIT_ENABLED"] = "0"
-                server = Server(settings_module=opts["server_settings"], env=env)
+                server = Server(settings_module=opts["server_settings"], env=env, name="bench-hooks")
                 server.wait_until_serving()
                 url = server.url
                 self.say(f"daphne on {url}")
