@@ -1,4 +1,5 @@
-"""`make run`: database, migrations, demo credentials, then daphne and a django-q2 cluster.
+"""`make run`: database, migrations, demo credentials, then daphne and a django-q2 cluster per
+queue lane (interactive and bulk, settings.QUEUE_LANES).
 
 Ctrl-C (or SIGTERM) stops the web server, the worker and — if this run started it — the
 embedded PostgreSQL. Running it again reuses the data under .data/ (MEMORYSAAS_DATA_DIR).
@@ -17,6 +18,9 @@ from memorysaas.kernel.embedded_db import DATA_DIR
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# One worker cluster per queue lane (memorysaas.kernel.queue): a backlog of embeddings on the bulk
+# lane never delays a finalize or a graph index on the interactive one.
+LANES = ("interactive", "bulk")
 
 
 def _shown(path: Path) -> str:
@@ -91,9 +95,15 @@ def main() -> int:
         print("────────────────────────────────────────────────────")
         print(f"Dashboard: http://{host}:{port}/   API: http://{host}:{port}/api/v1/docs\n")
         # Children get their own session: Ctrl-C reaches only this process, which stops them in order.
-        children.append(
-            subprocess.Popen([PYTHON, "manage.py", "qcluster"], cwd=BASE_DIR, start_new_session=True)
-        )
+        for lane in LANES:
+            children.append(
+                subprocess.Popen(
+                    [PYTHON, "manage.py", "qcluster"],
+                    cwd=BASE_DIR,
+                    env={**os.environ, "Q_LANE": lane},
+                    start_new_session=True,
+                )
+            )
         children.append(
             subprocess.Popen(
                 [PYTHON, "-m", "daphne", "-b", host, "-p", port, "memorysaas.asgi:application"],

@@ -596,7 +596,13 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
             from memorysaas.kernel.queue import enqueue
 
             for module, count in due:
-                enqueue("apps.observer.tasks.synthesize_module", str(session.project_id), module, count)
+                enqueue(
+                    "apps.observer.tasks.synthesize_module",
+                    str(session.project_id),
+                    module,
+                    count,
+                    lane="bulk",
+                )
         project_id, sid = session.project_id, str(session.id)
         transaction.on_commit(
             lambda: publish(

@@ -66,7 +66,9 @@ class TenantsConfig(AppConfig):
 
         connection_created.connect(use_c_timestamptz_loader, dispatch_uid="memorysaas.c_timestamptz_loader")
 
-        register_schedule("tenants.deletions", "apps.tenants.tasks.deletions_process_due_task", "D")
+        register_schedule(
+            "tenants.deletions", "apps.tenants.tasks.deletions_process_due_task", "D", lane="bulk"
+        )
         register_schedule(
             "tenants.ratelimit_sweep", "apps.tenants.ratelimit.tasks.sweep_task", "I", minutes=15
         )

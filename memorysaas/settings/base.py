@@ -141,6 +141,11 @@ def redis_channel_hosts(url: str) -> list[dict]:
     return [{"address": url, "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT}]
 
 
+# The database cache's table (created by apps/tenants' migration `cache_table`, whatever the
+# cache in use, so that switching Redis off later needs no command).
+CACHE_TABLE = "memorysaas_cache"
+
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -153,8 +158,16 @@ if REDIS_URL:
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # Without Redis, events and the cache go through PostgreSQL, so that what a worker publishes
+    # (graph index progress, memories a finalize promoted) reaches the sockets daphne holds, and
+    # every process sees one cache (docs/decisions/live-updates-without-redis.md).
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "memorysaas.kernel.pglayer.PostgresChannelLayer",
+            "CONFIG": {"prefix": env_str("CHANNELS_PREFIX", "memorysaas")},
+        }
+    }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": CACHE_TABLE}}
 
 # Background tasks are delivered at least once (deploy/SCALING.md): a task not acknowledged
 # `retry` seconds after a worker took it (the worker died, or its result could not be recorded)
@@ -162,9 +175,24 @@ else:
 # on Redis, memorysaas.kernel.brokers.AcknowledgedRedis does (django-q2's own Redis broker loses what a
 # killed worker held). `retry` must exceed `timeout`, or a slow task would run twice at once.
 Q_BROKER = env_str("Q_BROKER", "redis" if REDIS_URL else "orm").strip().lower()
+# Queue lanes (memorysaas/kernel/queue.py): each is a django-q2 cluster, so a queue with workers
+# of its own. Interactive work (finalize, graph index, exports, notifications) never waits behind
+# bulk work (embeddings, rollups, pruning). Q_PREFIX names the site (it signs the tasks and
+# prefixes the Redis keys); a `qcluster` serves the lane Q_LANE names, interactive by default.
+Q_PREFIX = env_str("Q_PREFIX", "memorysaas")
+QUEUE_LANES = {"interactive": Q_PREFIX, "bulk": f"{Q_PREFIX}-bulk"}
+Q_LANE = (env_str("Q_LANE") or "interactive").strip().lower()
+if Q_LANE not in QUEUE_LANES:
+    raise ValueError(f"Q_LANE must be one of {', '.join(QUEUE_LANES)}, not {Q_LANE!r}")
+# Workers per lane: the interactive lane's tasks are few and short; the bulk lane embeds.
+Q_LANE_WORKERS = {
+    "interactive": env_int("Q_INTERACTIVE_WORKERS", env_int("Q_WORKERS", 2)),
+    "bulk": env_int("Q_BULK_WORKERS", env_int("Q_WORKERS", 2)),
+}
 Q_CLUSTER = {
-    "name": env_str("Q_CLUSTER_NAME", "memorysaas"),
-    "workers": env_int("Q_WORKERS", 2),
+    "name": Q_PREFIX,
+    "cluster_name": QUEUE_LANES[Q_LANE],
+    "workers": Q_LANE_WORKERS[Q_LANE],
     "timeout": env_int("Q_TIMEOUT", 600),
     "retry": env_int("Q_RETRY", 900),
     "max_attempts": 3,
@@ -177,6 +205,11 @@ Q_CLUSTER = {
         if Q_BROKER == "redis" and REDIS_URL
         else {"orm": "default"}
     ),
+    # django-q2's own way to pick a cluster (Q_CLUSTER_NAME=<a lane's cluster>) works as well.
+    "ALT_CLUSTERS": {
+        cluster: {"cluster_name": cluster, "workers": Q_LANE_WORKERS[lane]}
+        for lane, cluster in QUEUE_LANES.items()
+    },
 }
 # Work left behind (a memory still pending embedding, an index job or an export never run) is
 # queued again by the sweeps once it is this old (a schedule runs them every few minutes).
