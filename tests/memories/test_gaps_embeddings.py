@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -83,7 +84,7 @@ def queued_embedding(settings, monkeypatch):
     REDIS_URL is set, as in CI; the ORM otherwise) instead of running inline."""
     settings.EMBEDDING_MODE = "async"
     monkeypatch.setattr(Conf, "SYNC", False)
-    broker = get_broker()
+    broker = get_broker(settings.QUEUE_LANES["bulk"])  # (embeddings go on the bulk lane)
     broker.purge_queue()  # a Redis list outlives the test's transaction
     yield
     broker.purge_queue()
@@ -91,7 +92,7 @@ def queued_embedding(settings, monkeypatch):
 
 def _queued_embed_tasks() -> list[dict]:
     """The embedding tasks waiting in the broker, read without taking them off the queue."""
-    broker = get_broker()
+    broker = get_broker(settings.QUEUE_LANES["bulk"])
     if Conf.ORM:
         packages = [q.payload for q in OrmQ.objects.all()]
     else:

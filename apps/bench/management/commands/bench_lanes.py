@@ -43,6 +43,7 @@ from apps.tenants.principal import SYSTEM
 EMBED = "apps.memories.tasks.embed_memories"
 INDEX = "apps.graph.tasks.index_job_task"
 BATCH = 500
+STARTUP_SECONDS = 900
 FILES = {
     "shop/totals.py": "from shop.money import cents\n\n\ndef total(items):\n    return cents(sum(i.price for i in items))\n",
     "shop/money.py": "def cents(value):\n    return int(round(value * 100))\n",
@@ -107,7 +108,10 @@ class Command(BaseCommand):
         workers = _Workers(lanes)
         try:
             workers.wait_until_running()
-            self._wait(lambda: _pending(ids) < count, timeout, "the workers began on the backlog", workers)
+            # (Generous: a first embedding loads the models, and traces them to ONNX the first time.)
+            self._wait(
+                lambda: _pending(ids) < count, STARTUP_SECONDS, "the workers began on the backlog", workers
+            )
             job = IndexJob.objects.create(
                 project=project,
                 kind="incremental",
@@ -233,7 +237,7 @@ class _Workers:
             if process.poll() is not None:
                 raise CommandError(f"the {lane} cluster exited:\n{self.tails()}")
 
-    def wait_until_running(self, timeout: float = 180.0) -> None:
+    def wait_until_running(self, timeout: float = STARTUP_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while not all(b"running." in log.read_bytes() for log in self.logs.values()):
             self.check()
