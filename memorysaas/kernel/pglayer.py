@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 CHUNK = 7000
 # A listening connection that heard nothing this long checks the server is still there.
 LISTEN_CHECK_SECONDS = 30
+# How long joining a group (or sending to our own channel) waits for the listening connection
+# before it fails: while the database is away a socket is refused rather than left hanging.
+READY_SECONDS = 10
 # Reconnection waits double from the first to the last.
 RECONNECT_FIRST, RECONNECT_LAST = 0.2, 5.0
 # The connection settings a psycopg connection string cannot carry (Django's own objects).
@@ -108,9 +111,14 @@ class PostgresChannelLayer(BaseChannelLayer):
             self._receiver.queues.clear()
 
     async def close(self) -> None:
+        """Stop listening and close this process's connections."""
         if self._receiver is not None:
             self._receiver.stop()
             self._receiver = None
+        if self._sender is not None and self._sender.pid == os.getpid():
+            await asyncio.get_running_loop().run_in_executor(self._sender.thread, self._sender.disconnect)
+            self._sender.thread.shutdown()
+        self._sender = None
 
     # -------------------------------------------------------------- inside
 
@@ -133,13 +141,14 @@ class PostgresChannelLayer(BaseChannelLayer):
             self._sender = _Sender(self)
         await asyncio.get_running_loop().run_in_executor(self._sender.thread, self._sender.notify, payloads)
 
-    def conninfo(self) -> str:
+    def conninfo(self, role: str) -> str:
+        """The database's connection string, its sessions named after `role` (in pg_stat_activity)."""
         from django.db import connections
 
         params = connections[self.database].get_connection_params()
         for key in _NOT_CONNINFO:
             params.pop(key, None)
-        return psycopg.conninfo.make_conninfo("", **params)
+        return psycopg.conninfo.make_conninfo("", **params, application_name=f"channel-layer-{role}")
 
     def deliver(self, envelope: dict[str, Any], receiver: _Receiver) -> None:
         message = envelope["m"]
@@ -177,13 +186,18 @@ class _Sender:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="channel-layer-send")
         self.connection: psycopg.Connection | None = None
 
+    def disconnect(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
     def notify(self, payloads: list[str]) -> None:
         """Send the payloads in one transaction (a chunked message stays in one piece); a
         connection the server dropped is opened again once."""
         for attempt in (1, 2):
             try:
                 if self.connection is None or self.connection.closed:
-                    self.connection = psycopg.connect(self.layer.conninfo(), autocommit=True)
+                    self.connection = psycopg.connect(self.layer.conninfo("send"), autocommit=True)
                 with self.connection.transaction():
                     for payload in payloads:
                         self.connection.execute(
@@ -217,7 +231,10 @@ class _Receiver:
         return self.queues[channel]
 
     async def ready(self) -> None:
-        await self.listening.wait()
+        try:
+            await asyncio.wait_for(self.listening.wait(), READY_SECONDS)
+        except TimeoutError:
+            raise ConnectionError(f"the channel layer is not listening after {READY_SECONDS} s") from None
 
     def stop(self) -> None:
         if not self.loop.is_closed():
@@ -228,7 +245,7 @@ class _Receiver:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self.layer.conninfo(), autocommit=True
+                    self.layer.conninfo("listen"), autocommit=True
                 ) as connection:
                     await connection.execute(
                         sql.SQL("LISTEN {}").format(sql.Identifier(self.layer.notify_channel))
