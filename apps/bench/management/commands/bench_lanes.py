@@ -110,7 +110,7 @@ class Command(BaseCommand):
             workers.wait_until_running()
             # (Generous: a first embedding loads the models, and traces them to ONNX the first time.)
             self._wait(
-                lambda: _pending(ids) < count, STARTUP_SECONDS, "the workers began on the backlog", workers
+                lambda: _pending(ids) < len(ids), STARTUP_SECONDS, "the workers began on the backlog", workers
             )
             job = IndexJob.objects.create(
                 project=project,
@@ -152,6 +152,7 @@ class Command(BaseCommand):
         from memorysaas.kernel.queue import lane_cluster
 
         stamp = uuid.uuid4().hex[:6]
+        ids = []
         for start in range(0, count, BATCH):
             drafts = [
                 MemoryDraft(
@@ -159,14 +160,10 @@ class Command(BaseCommand):
                 )
                 for n in range(start, min(count, start + BATCH))
             ]
-            memories_create_batch(project=project, actor=SYSTEM, drafts=drafts)
+            ids += [m.id for m in memories_create_batch(project=project, actor=SYSTEM, drafts=drafts)]
         for lane in ("interactive", "bulk"):  # (the batches' own tasks: one per memory instead)
             _purge(lane_cluster(lane))
-        return list(
-            Memory.objects.filter(project=project, embedding_status=EmbeddingStatus.PENDING).values_list(
-                "id", flat=True
-            )
-        )
+        return ids
 
     def _wait(self, condition, timeout: float, what: str, workers: _Workers, *, give_up: bool = False):
         deadline = time.monotonic() + timeout
