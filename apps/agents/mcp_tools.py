@@ -19,7 +19,8 @@ from apps.memories.drafts import MemoryDraft, clean_paths
 from apps.memories.kinds import TYPE_ALIASES, MemoryKind, normalize_type
 from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.packing import citation
-from apps.memories.search import build_context, search
+from apps.memories.search import search
+from apps.observer.injection import build_context
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm

@@ -1,4 +1,4 @@
-"""Memories endpoints: create (one or a batch), list, get, patch, delete, feedback, search, context."""
+"""Memories endpoints: create (one or a batch), list, get, patch, delete, feedback, search."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from apps.memories.drafts import (
     MAX_HALF_LIFE_DAYS,
     MemoryDraft,
     WorkUnitRef,
-    clean_paths,
 )
 from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
@@ -27,8 +26,6 @@ from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.kernel.errors import Invalid, conflict
 from memorysaas.kernel.openapi import (
-    NOT_SPACE,
-    SOME_PATH,
     change_schema,
     link,
     links,
@@ -438,69 +435,3 @@ def memories_search(request, project_id: UUID, payload: SearchIn):
         use_hyde=payload.hyde,
     )
     return result.as_dict()
-
-
-class ContextIn(InputSchema):
-    model_config = ConfigDict(
-        json_schema_extra=with_schema(
-            {
-                "anyOf": [
-                    {"required": ["task"], "properties": {"task": {"pattern": NOT_SPACE}}},
-                    {"required": ["files"], "properties": {"files": {"contains": {"pattern": SOME_PATH}}}},
-                ]
-            }
-        )
-    )
-
-    phase: str | None = Field(None, max_length=40)
-    task: str = Field("", max_length=4000)
-    files: list[str] = Field(default_factory=list, max_length=100)
-    session_id: str = Field("", max_length=100)
-    token_budget: int | None = Field(None, ge=50, le=32000)
-
-    @model_validator(mode="after")
-    def needs_something(self) -> ContextIn:
-        if not self.task.strip() and not clean_paths(self.files):
-            raise ValueError("send a task, files, or both")
-        return self
-
-
-class ContextMemory(OutputSchema):
-    id: UUID
-    type: str
-    citation: str
-    tokens: int
-    score: float
-    related_files: list[str]
-
-
-class ContextOut(OutputSchema):
-    phase: str
-    text: str
-    token_count: int
-    token_budget: int
-    memories: list[ContextMemory]
-    session_notes: int
-    timings_ms: dict[str, float]
-    control_group: bool = Field(
-        False, description="The session is in the A/B control group: it is served no memory."
-    )
-
-
-@router.post("/projects/{project_id}/context", response=ContextOut)
-def memories_context(request, project_id: UUID, payload: ContextIn):
-    """Packed memories for a phase, task and files, inside the phase's token budget (or yours).
-    Stale or low-confidence memories are never injected; each injection counts as an access."""
-    from apps.memories.search import build_context
-
-    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
-    context = build_context(
-        principal=request.auth,
-        project=project,
-        phase=payload.phase,
-        task=payload.task,
-        files=payload.files,
-        session_id=payload.session_id,
-        token_budget=payload.token_budget,
-    )
-    return context

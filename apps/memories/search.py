@@ -10,8 +10,8 @@ HyDE (hyde.py): when an LLM is configured and an explicit semantic search comes 
 (fewer than 3 results over 0.5), the pipeline runs again with the mean of the query's and a
 hypothetical answer's embeddings; the `hyde` timing and diagnostics say whether it ran.
 
-`search()` is what the API, the dashboard and the benchmarks call; `build_context()` packs its
-results for an agent. Every query starts from the memories that apply in the project for the
+`search()` is what the API, the dashboard and the benchmarks call; apps/observer/injection.py
+packs its results for an agent. Every query starts from the memories that apply in the project for the
 principal (`memories_visible`), so a tenant filter is part of each path's SQL, and the dense
 path runs with pgvector's iterative index scan so that filter does not cost recall.
 """
@@ -63,12 +63,11 @@ from apps.memories.models import (
     MemoryUsage,
 )
 from apps.memories.neighbours import file_neighbours
-from apps.memories.packing import PackItem, budget_for, citation, pack
+from apps.memories.packing import citation
 from apps.memories.selectors import memories_visible, relations_seen_by
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from memorysaas.kernel.errors import Invalid
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -893,95 +892,3 @@ def _late_interaction(
             if data is not None and len(data) == precision.DIMENSIONS * 4:  # (float32s)
                 seconds[memory_id] = float(np.mean(second_vectors @ precision.unpack(bytes(data))))
     return maxsims, seconds
-
-
-def build_context(
-    *,
-    principal: Principal,
-    project: Project,
-    phase: str | None,
-    task: str,
-    files: Sequence[str] = (),
-    session_id: str = "",
-    token_budget: int | None = None,
-) -> dict[str, Any]:
-    """What an agent is given for a phase, task and files: the best applicable memories packed
-    into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
-    whose decayed confidence (× 0.8 when disputed) is under the project's injection threshold
-    are never injected, and a session in the A/B control group is given nothing.
-    Each injected memory is recorded as an access: once per session when a running session is
-    named (asking again within it hands over nothing new), at every call otherwise."""
-    from apps.memories.retrieval import (
-        in_control_group,
-        injection_min_confidence,
-        record_injection,
-        session_notes,
-        session_root,
-    )
-    from apps.memories.services import memories_record_access
-
-    phase_name = universal_phase(phase)
-    if in_control_group(session_id=session_id, project=project):
-        budget, _ = budget_for(phase_name, token_budget)
-        return {
-            "phase": phase_name, "text": "", "token_count": 0, "token_budget": budget, "memories": [],
-            "session_notes": 0, "timings_ms": {}, "control_group": True,
-        }  # fmt: skip
-    files = clean_paths(files, session_root(session_id=session_id, project=project))
-    if not task.strip() and not files:  # (the files were the session's root alone)
-        raise Invalid("Send a task, files, or both.", details={"field": "files"})
-    query = task.strip() or " ".join(files)
-    result = search(
-        principal=principal,
-        project=project,
-        query=query,
-        files=files,
-        phase=phase_name,
-        # Files alone ask what is known about them, not how they relate: their paths, read as
-        # a structural question, would credit only their neighbours on the graph path.
-        query_kind=None if task.strip() else "identifier",
-        limit=25,
-        include_stale=False,
-        use_hyde=False,  # proactive injection never waits on an LLM (seeds/003 §7)
-    )
-    minimum = injection_min_confidence(project)
-    items = [
-        PackItem(
-            memory_id=str(hit.memory.id),
-            memory_type=hit.memory.type,
-            content=hit.memory.content,
-            citation_text=hit.memory.citation_text,
-            related_files=hit.memory.related_files,
-            score=hit.score,
-        )
-        for hit in result.hits
-        # a disputed memory is still used, at confidence × 0.8 (seeds/003 §15)
-        if (hit.components["confidence"] or 0.0) * (hit.components["dispute"] or 1.0) >= minimum
-    ]
-    notes = [n["content"] for n in session_notes(session_id=session_id or None, project=project)]
-    started = time.perf_counter()
-    packed = pack(items, phase=phase_name, token_budget=token_budget, notes=notes)
-    used = [item.memory_id for item, _ in packed.items]
-    new = record_injection(session_id=session_id or None, project=project, memory_ids=used)
-    # Within a session each memory counts once; outside one, repeated calls are paced.
-    memories_record_access(memory_ids=used if new is None else new, paced=new is None)
-    timings = {**result.timings_ms, "pack": round((time.perf_counter() - started) * 1000, 3)}
-    return {
-        "phase": phase_name,
-        "text": packed.text,
-        "token_count": packed.token_count,
-        "token_budget": packed.budget,
-        "memories": [
-            {
-                "id": item.memory_id,
-                "type": item.memory_type,
-                "citation": item.cite,  # (as the text cites it: a citation text's line breaks made spaces)
-                "tokens": tokens,
-                "score": round(item.score, 6),
-                "related_files": list(item.related_files),
-            }
-            for item, tokens in packed.items
-        ],
-        "session_notes": packed.notes,
-        "timings_ms": timings,
-    }

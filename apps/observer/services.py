@@ -668,22 +668,6 @@ def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: in
     memory_services.memories_record_access(memory_ids=memory_ids)
 
 
-def start_injection_record(*, session: Session, start_context: dict[str, Any]) -> None:
-    """What session start hands the agent (workflow recipes, the work unit's work-state memory)
-    is injected: each memory counts as applied in the session and as an access, once (a later
-    /context or step injection in the session does not count it again)."""
-    ids = [recipe["id"] for recipe in start_context.get("recipes", [])]
-    state = start_context.get("work_state") or {}
-    if "memory_id" in state:  # (resuming from a past session's notes names no memory)
-        ids.append(state["memory_id"])
-    if not ids:
-        return
-    new = context_injection_record(session_id=session.id, project=session.project, memory_ids=ids)
-    if new:
-        session.injected_memory_ids = [*session.injected_memory_ids, *(UUID(i) for i in new)]
-    memory_services.memories_record_access(memory_ids=ids if new is None else new)
-
-
 # ---------------------------------------------------------------- git cold start
 
 _COMMIT_LINE = re.compile(r"^(?:commit )?([0-9a-f]{7,40})(?:$| )")
