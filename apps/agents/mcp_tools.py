@@ -18,8 +18,8 @@ from apps.memories import services as memory_services
 from apps.memories.drafts import MemoryDraft, clean_paths
 from apps.memories.kinds import TYPE_ALIASES, MemoryKind, normalize_type
 from apps.memories.models import FeedbackKind, Memory, MemoryType
-from apps.memories.packing import citation
-from apps.memories.search import search
+from apps.memories.search import NO_HYDE, SearchRequest, search
+from apps.memories.search.packing import citation
 from apps.observer.injection import build_context
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -123,13 +123,15 @@ def search_memory(
 ) -> dict[str, Any]:
     target = project_for(principal, project, Perm.MEMORIES_READ)
     result = search(
-        principal=principal,
-        project=target,
-        query=query,
-        files=files,
-        phase=phase,
-        limit=limit,
-        types=_types(types),
+        SearchRequest(
+            principal=principal,
+            project=target,
+            query=query,
+            files=files,
+            phase=phase,
+            limit=limit,
+            types=_types(types),
+        )
     )
     return {
         "project": target.slug,
@@ -225,13 +227,15 @@ def recipes(*, principal: Principal, project: str | None, task: str, limit: int)
     target = project_for(principal, project, Perm.MEMORIES_READ)
     if task.strip():
         found = search(
-            principal=principal,
-            project=target,
-            query=task,
-            limit=limit,
-            types=[MemoryType.WORKFLOW_RECIPE],
-            include_stale=False,
-            use_hyde=False,
+            SearchRequest(
+                principal=principal,
+                project=target,
+                query=task,
+                limit=limit,
+                types=[MemoryType.WORKFLOW_RECIPE],
+                include_stale=False,
+            ),
+            NO_HYDE,
         )
         memories = [hit.memory for hit in found.hits]
     else:

@@ -46,7 +46,7 @@ from apps.graph.models import (
     IndexStatus,
 )
 from apps.graph.resolve import Resolver
-from apps.memories.codetokens import split_parts
+from apps.memories.search.codetokens import split_parts
 from apps.tenants.models import Project
 from memorysaas.kernel.locks import hold_until_commit
 from memorysaas.kernel.realtime import outside_transaction, publish

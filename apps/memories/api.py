@@ -20,7 +20,7 @@ from apps.memories.drafts import (
 )
 from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
-from apps.memories.packing import citation
+from apps.memories.search.packing import citation
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
@@ -419,19 +419,20 @@ def memories_search(request, project_id: UUID, payload: SearchIn):
     """Hybrid search: dense + keyword + graph paths, score fusion (weighted RRF reported beside
     it), neighbourhood boost, phase, trust, confidence and dispute weighting, rerank. Each result carries its rank in every path,
     its score components and any boost reason; the response carries per-stage timings."""
-    from apps.memories.search import search
+    from apps.memories.search import SearchRequest, Stages, search
 
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
     result = search(
-        principal=request.auth,
-        project=project,
-        query=payload.query,
-        files=payload.files,
-        phase=payload.phase,
-        limit=payload.limit,
-        query_kind=payload.query_kind,
-        types=[t.value for t in payload.types] if payload.types else None,
-        rerank=payload.rerank,
-        use_hyde=payload.hyde,
+        SearchRequest(
+            principal=request.auth,
+            project=project,
+            query=payload.query,
+            files=payload.files,
+            phase=payload.phase,
+            limit=payload.limit,
+            query_kind=payload.query_kind,
+            types=[t.value for t in payload.types] if payload.types else None,
+        ),
+        Stages(rerank=payload.rerank, hyde=payload.hyde),
     )
     return result.as_dict()

@@ -12,8 +12,8 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, Prefetch, Q
 from django.db.models.expressions import RawSQL
 
-from apps.memories.contextual import memory_embedding_text
 from apps.memories.drafts import clean_paths
+from apps.memories.embedding.contextual import memory_embedding_text
 from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
@@ -66,7 +66,7 @@ def find_near_duplicate(
     """The closest live memory of `memory_type` in `project` whose cosine similarity to `text`
     is at least `threshold`, or None. Compares only vectors of the current embedding model.
     Pass the candidate's files/modules to embed it exactly as a stored memory is embedded."""
-    from apps.memories.embeddings import embed_query, get_provider
+    from apps.memories.embedding.providers import embed_query, get_provider
 
     provider = get_provider()
     query = memory_embedding_text(
@@ -187,9 +187,9 @@ def memories_list(
     limit: int = 50,
 ) -> tuple[list[Memory], str | None]:
     """One page of the memories that apply in `project`, newest first, and the next cursor."""
-    from apps.memories.codetokens import tsquery_any
-    from apps.memories.keyword import query_terms
     from apps.memories.kinds import normalize_type
+    from apps.memories.search.codetokens import tsquery_any
+    from apps.memories.search.keyword import query_terms
 
     qs = memories_visible(principal=principal, project=project)
     if type:

@@ -128,7 +128,7 @@ def ensure_provider_index(sender=None, using: str = "default", apps=None, **kwar
     transaction, so a populated table keeps taking writes while it builds."""
     from django.db import router
 
-    from apps.memories.embeddings import get_provider
+    from apps.memories.embedding.providers import get_provider
     from apps.memories.models import Memory
 
     database = connections[using]

@@ -18,12 +18,12 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import Case, F, FloatField, When
 
-from apps.memories.codetokens import analyze
 from apps.memories.drafts import clean_paths
 from apps.memories.kinds import DISPUTE_PENALTY, universal_phase
 from apps.memories.models import TENANT_MATCH, Memory
-from apps.memories.packing import PackItem, budget_for, pack
-from apps.memories.search import search
+from apps.memories.search import NO_HYDE, SearchRequest, Stages, search
+from apps.memories.search.codetokens import analyze
+from apps.memories.search.packing import PackItem, budget_for, pack
 from apps.memories.services import memories_record_access
 from apps.memories.thresholds import injection_min_confidence
 from apps.observer import text as T
@@ -78,17 +78,17 @@ def build_context(
         raise Invalid("Send a task, files, or both.", details={"field": "files"})
     query = task.strip() or " ".join(files)
     result = search(
-        principal=principal,
-        project=project,
-        query=query,
-        files=files,
-        phase=phase_name,
-        # Files alone ask what is known about them, not how they relate: their paths, read as
-        # a structural question, would credit only their neighbours on the graph path.
-        query_kind=None if task.strip() else "identifier",
-        limit=25,
-        include_stale=False,
-        use_hyde=False,  # proactive injection never waits on an LLM (seeds/003 §7)
+        SearchRequest(
+            principal=principal,
+            project=project,
+            query=query,
+            files=files,
+            phase=phase_name,
+            query_kind=None if task.strip() else "identifier",
+            limit=25,
+            include_stale=False,
+        ),
+        NO_HYDE,
     )
     minimum = injection_min_confidence(project)
     items = [
@@ -215,10 +215,7 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
     )
     recipes = []
     if session.task.strip():
-        found = search(
-            principal=principal, project=session.project, query=session.task, files=files, phase=None,
-            limit=3, types=["workflow_recipe"], rerank=False, include_stale=False, use_hyde=False,
-        )  # fmt: skip
+        found = search(SearchRequest(principal=principal, project=session.project, query=session.task, files=files, phase=None, limit=3, types=["workflow_recipe"], include_stale=False), Stages(rerank=False, hyde=False))  # fmt: skip
         recipes = [
             {"id": str(h.memory.id), "content": h.memory.content, "payload": h.memory.payload}
             for h in found.hits

@@ -23,8 +23,8 @@ from django.db.models import Q
 
 from apps.memories import secrets_scan
 from apps.memories import services as memory_services
-from apps.memories.contextual import memory_embedding_text
 from apps.memories.drafts import MemoryDraft, WorkUnitRef
+from apps.memories.embedding.contextual import memory_embedding_text
 from apps.memories.kinds import normalize_type
 from apps.memories.models import Memory
 from apps.memories.payloads import payload_text
@@ -565,7 +565,7 @@ def store(
 ) -> None:
     """Novelty, synthesis, embeddings and the writes, for candidates already gated and trusted.
     `session` gives provenance (absent for cross-session synthesis)."""
-    from apps.memories.embeddings import embed_cached_with_tokens, get_provider
+    from apps.memories.embedding.providers import embed_cached_with_tokens, get_provider
 
     if not candidates:
         return

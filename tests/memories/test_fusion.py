@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.memories import fusion
-from apps.memories.keyword import Candidate, bm25, reference_score, weighted_tf
+from apps.memories.search import fusion
+from apps.memories.search.keyword import Candidate, bm25, reference_score, weighted_tf
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from apps.memories import codetokens, secrets_scan
-from apps.memories.contextual import memory_embedding_text, query_embedding_text
+from apps.memories import secrets_scan
+from apps.memories.embedding.contextual import memory_embedding_text, query_embedding_text
 from apps.memories.kinds import normalize_type
 from apps.memories.payloads import PayloadError, payload_text, validate_payload
+from apps.memories.search import codetokens
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from apps.memories import vectors
-from apps.memories.embeddings import embed_query, get_provider
+from apps.memories.embedding.providers import embed_query, get_provider
 from apps.memories.models import Memory
 from apps.memories.search import Scope, dense_path
 from apps.memories.selectors import find_near_duplicate, memories_visible

@@ -1055,16 +1055,16 @@ def test_session_start_never_offers_a_stale_recipe_or_work_state(agent, alice):
 
 
 def test_candidates_are_scanned_for_secrets_before_they_are_embedded(agent, monkeypatch):
-    from apps.memories import embeddings
+    from apps.memories.embedding import providers
 
     embedded: list[str] = []
-    real = embeddings.embed_cached_with_tokens
+    real = providers.embed_cached_with_tokens
 
     def spy(texts, provider=None):
         embedded.extend(texts)
         return real(texts, provider)
 
-    monkeypatch.setattr(embeddings, "embed_cached_with_tokens", spy)
+    monkeypatch.setattr(providers, "embed_cached_with_tokens", spy)
     key = "AKIAIOSFODNN7EXAMPLE"
     agent.run(Trace().read("shop/a.py").think(f"Actually, the deploy key {key} lives in b.py not a.py"))
     (memory,) = memories()

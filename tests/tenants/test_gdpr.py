@@ -19,7 +19,7 @@ from django_q.models import OrmQ, Task
 from django_q.signing import SignedPackage
 
 from apps.governance.services import trust_level_set
-from apps.memories.embeddings import cache_key
+from apps.memories.embedding.providers import cache_key
 from apps.memories.models import EmbeddingCache, Memory, MemoryVersion
 from apps.memories.services import embedding_text, memory_feedback, memory_update
 from apps.tenants import gdpr, services

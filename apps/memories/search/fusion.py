@@ -1,6 +1,6 @@
 """The retrieval pipeline's pure stages (ARCHITECTURE §5, V5 §7): query-type detection, weighted
 RRF (reported) and score fusion (ordering), the graph-neighbourhood boost, phase × trust × decayed confidence × dispute weighting and
-the local precision rerank (with late interaction, late.py). Plain data in, plain data out; no Django import.
+the local precision rerank (with late interaction, late_interaction.py). Plain data in, plain data out; no Django import.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from apps.memories.codetokens import is_code_like
 from apps.memories.kinds import DISPUTE_PENALTY, PHASE_WEIGHTS, SOURCE_TRUST
+from apps.memories.search.codetokens import is_code_like
 
 RRF_K = 60
 PATHS = ("dense", "keyword", "graph")
@@ -256,7 +256,9 @@ class RerankInput:
     score: float  # the stage-3 score: fused relevance (+ boost) × the soft weighting
     identifier_match: float = 0.0  # share of the query's identifiers the memory names verbatim
     cosine: float | None = None  # the pooled query–memory cosine fusion used
-    late_interaction: float | None = None  # MaxSim of the query's and the memory's tokens (late.py)
+    late_interaction: float | None = (
+        None  # MaxSim of the query's and the memory's tokens (late_interaction.py)
+    )
     cosine_worth: float = 0.0  # what one unit of cosine added to `score` (dense weight × prior)
     precision: float | None = None  # the precision model's query–memory cosine (precision.py)
 
