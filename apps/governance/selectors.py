@@ -6,6 +6,7 @@ from uuid import UUID
 
 from apps.governance.models import Dispute, DisputeStatus, Notification
 from apps.memories.models import Memory
+from apps.memories.selectors import memory_ids_visible
 from apps.tenants.models import ApiKey, Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import NotFound
@@ -22,7 +23,7 @@ def disputes_visible(*, principal: Principal):
     """Disputes on memories the principal can read (a personal memory only to its owner)."""
     return (
         Dispute.objects.visible_to(principal)
-        .filter(memory__in=Memory.objects.visible_to(principal).values("id"))
+        .filter(memory__in=memory_ids_visible(principal=principal))
         .select_related("project__organization", "memory", "opened_by", "resolved_by")
     )
 

@@ -21,7 +21,8 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from apps.governance.models import ProjectTrust, TrustLevel
-from apps.memories.models import FeedbackKind, Memory, MemoryFeedback
+from apps.memories.models import FeedbackKind
+from apps.memories.selectors import feedback_of_project, memories_of_project
 from apps.tenants.models import Project
 
 THRESHOLDS: dict[int, float] = {
@@ -84,8 +85,8 @@ def threshold_for(project: Project) -> float:
 
 
 def trust_stats(project: Project, since: datetime | None = None) -> TrustStats:
-    memories = Memory.objects.filter(project=project, deprecated=False)
-    feedback = MemoryFeedback.objects.filter(memory__project=project)
+    memories = memories_of_project(project=project).filter(deprecated=False)
+    feedback = feedback_of_project(project=project)
     sessions = set(memories.exclude(session_id="").values_list("session_id", flat=True).distinct())
     sessions |= set(feedback.exclude(session_id="").values_list("session_id", flat=True).distinct())
     counts = feedback.aggregate(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -14,7 +14,7 @@ from django.db.models.expressions import RawSQL
 
 from apps.memories.drafts import clean_paths
 from apps.memories.embedding.contextual import memory_embedding_text
-from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation
+from apps.memories.models import Memory, MemoryFeedback, MemoryQuerySet, MemoryRelation, MemoryVersion
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -236,3 +236,41 @@ def memories_list(
     )
     next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
     return page[:limit], next_cursor
+
+
+# ---------------------------------------------------------------- for trusted system code
+# Other apps' own work (promotion, the graph's staleness pass, trust statistics, sync's merge)
+# reads the memories of a project it already holds, with no principal to scope by.
+
+
+def memories_of_project(*, project: Project | UUID) -> MemoryQuerySet:
+    """Every memory stored in `project`, of any scope, deprecated ones included."""
+    return Memory.objects.filter(project=project)
+
+
+def memory_by_id(memory_id: UUID | str) -> Memory:
+    """The memory with this id, for code holding an id from its own rows (DoesNotExist if gone)."""
+    return Memory.objects.get(pk=memory_id)
+
+
+def memory_ids_visible(*, principal: Principal):
+    """The ids of every memory the principal may read, as a subquery."""
+    return Memory.objects.visible_to(principal).values("id")
+
+
+def memory_version_get(*, memory: Memory, version: int) -> MemoryVersion | None:
+    """The memory as it stood at `version`, if that version is kept."""
+    return MemoryVersion.objects.filter(memory=memory, version=version).first()
+
+
+def feedback_of_project(*, project: Project):
+    """Every feedback given on the project's memories."""
+    return MemoryFeedback.objects.filter(memory__project=project)
+
+
+def memories_lock(*, organization_id: UUID, ids: Iterable[UUID]) -> None:
+    """Lock the organization's memories among `ids` until the caller's transaction ends, in id
+    order (so two callers locking overlapping sets cannot deadlock)."""
+    list(
+        Memory.objects.select_for_update().filter(organization_id=organization_id, pk__in=ids).order_by("pk")
+    )

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from apps.memories.models import Memory
+from apps.memories.selectors import memories_of_project
 from apps.observer import promotion, synthesis
 from apps.observer import text as T
 from apps.observer.models import ModuleStat, SynthesisLog
@@ -228,8 +228,11 @@ def cross_module(project: Project) -> dict[str, int]:
     for (ma, mb), found in pairs.items():
         if len(found) < WEEKLY_MIN_EDGES:
             continue
-        if Memory.objects.filter(project=project, type="causal_dependency", deprecated=False,
-                                 related_modules__contains=[ma, mb]).exists():  # fmt: skip
+        if (
+            memories_of_project(project=project)
+            .filter(type="causal_dependency", deprecated=False, related_modules__contains=[ma, mb])
+            .exists()
+        ):
             continue
         with transaction.atomic():
             try:

@@ -24,6 +24,7 @@ from apps.memories.models import TENANT_MATCH, Memory
 from apps.memories.search import NO_HYDE, SearchRequest, Stages, search
 from apps.memories.search.codetokens import analyze
 from apps.memories.search.packing import PackItem, budget_for, pack
+from apps.memories.selectors import memories_visible
 from apps.memories.services import memories_record_access
 from apps.memories.thresholds import injection_min_confidence
 from apps.observer import text as T
@@ -210,7 +211,7 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
                 for key, module, share in cursor.fetchall()
             ]
     # What is injected at session start is never stale (a related file was deleted).
-    applicable = Memory.objects.applicable_in(session.project, principal).filter(
+    applicable = memories_visible(principal=principal, project=session.project).filter(
         deprecated=False, stale_at__isnull=True
     )
     recipes = []
@@ -307,7 +308,7 @@ def step_injection(
         output_field=FloatField(),
     )
     applicable = (
-        Memory.objects.applicable_in(session.project, principal)
+        memories_visible(principal=principal, project=session.project)
         .filter(deprecated=False, stale_at__isnull=True)
         .alias(in_use=in_use)
         .filter(in_use__gte=INJECTION_MIN_CONFIDENCE)

@@ -37,6 +37,7 @@ from apps.memories.services.indexing import (
     memory_embed_retry,
     rebuild_term_stats,
 )
+from apps.memories.services.intake import Intake, memories_take_in
 from apps.memories.services.lifecycle import memories_decay_and_prune
 from apps.memories.services.update import (
     UPDATABLE,
@@ -47,6 +48,8 @@ from apps.memories.services.update import (
 )
 
 __all__ = [
+    "Intake",
+    "memories_take_in",
     "ACCESSES_FOR_REWARD",
     "ACCESSES_TO_CLEAR_REVIEW",
     "ACCESS_REWARD",

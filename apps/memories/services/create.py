@@ -165,13 +165,9 @@ def memories_create_batch(
     project: Project,
     actor: Principal,
     drafts: Sequence[MemoryDraft],
-    vectors: Sequence[Any] | None = None,
-    tokens: Sequence[bytes | None] | None = None,
 ) -> list[Memory]:
-    """Store up to 500 drafts in one transaction: all of them or none. Embeddings follow on commit,
-    unless the caller already computed them (`vectors`, one per draft, of `embedding_text` by the
-    current provider, with its packed token embeddings in `tokens` where it makes them: the
-    observer embeds its candidates once for novelty and storage)."""
+    """Store up to 500 drafts in one transaction: all of them or none. Embeddings follow on commit
+    (services.intake, which embeds its drafts for novelty first, stores them with theirs)."""
     from apps.memories.drafts import MAX_BATCH
 
     if len(drafts) > MAX_BATCH:
@@ -186,6 +182,19 @@ def memories_create_batch(
             pairs.append(_build(project, actor, draft, found))
         except ApiError as exc:
             raise _in_batch(exc, index, len(drafts)) from None
+    return _store(project, actor, pairs)
+
+
+def _store(
+    project: Project,
+    actor: Principal,
+    pairs: list[tuple[Memory, list[RelationDraft]]],
+    vectors: Sequence[Any] | None = None,
+    tokens: Sequence[bytes | None] | None = None,
+) -> list[Memory]:
+    """Write built memories (with their relations), their versions, index and audit rows, and
+    queue what follows on commit. `vectors`: the memories' embeddings of their `embedding_text`
+    by the current provider, already computed, with the packed token embeddings in `tokens`."""
     memories = [memory for memory, _ in pairs]
     attached = _attach_vectors(memories, vectors, tokens) if vectors is not None else None
     _insert(memories, [_snapshot(m, "created", actor) for m in memories])
@@ -271,10 +280,11 @@ def _insert(memories: Sequence[Memory], versions: Sequence[MemoryVersion]) -> No
 
 
 def _attach_vectors(
-    memories: Sequence[Memory], vectors: Sequence[Any], tokens: Sequence[bytes | None] | None
+    memories: Sequence[Memory],
+    vectors: Sequence[Any],
+    tokens: Sequence[bytes | None] | None,
 ) -> tuple[list[Memory], list[bytes | None], str]:
-    """Give each memory the caller's vector unless its stored text differs from what was embedded
-    (a secret was redacted). Returns the memories that took one, with their tokens (none where
+    """Give each memory its vector. Returns the memories that took one, with their tokens (none where
     the caller has none) and the model id, for `_store_tokens` once the rows exist."""
     from apps.memories.embedding.providers import get_provider
 
@@ -283,8 +293,6 @@ def _attach_vectors(
     taken: list[Memory] = []
     taken_tokens: list[bytes | None] = []
     for memory, vector, packed in zip(memories, vectors, tokens or [None] * len(memories), strict=True):
-        if memory.secrets_redacted:
-            continue  # the stored text differs from what was embedded
         memory.embedding = vector
         memory.embedding_model = provider.model_id
         memory.embedding_dims = provider.dimensions

@@ -194,3 +194,9 @@ def memories_record_access(*, memory_ids: Sequence[UUID | str], paced: bool = Fa
                 "clear": ACCESSES_TO_CLEAR_REVIEW,
             },
         )
+
+
+def memory_dispute_cleared(*, memory_id: UUID) -> None:
+    """No dispute on the memory is open any more: its disputed badge goes. Not a new version
+    (what the memory says did not change)."""
+    Memory.objects.filter(pk=memory_id).update(disputed=False)
