@@ -15,11 +15,11 @@ from pydantic import ValidationError
 from apps.graph import selectors as graph_selectors
 from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
-from apps.memories.drafts import MemoryDraft, clean_paths
 from apps.memories.kinds import TYPE_ALIASES, MemoryKind, normalize_type
 from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.search import NO_HYDE, SearchRequest, search
 from apps.memories.search.packing import citation
+from apps.memories.validation import MemoryDraft, clean_paths
 from apps.observer.injection import build_context
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal

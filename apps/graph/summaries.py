@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from apps.graph.models import GraphEdge, GraphNode
 from apps.memories import selectors as memory_selectors
-from apps.memories.drafts import MemoryDraft
 from apps.memories.kinds import Source
+from apps.memories.validation import MemoryDraft
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM
 

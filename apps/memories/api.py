@@ -11,16 +11,16 @@ from ninja import Body, Field, Query, Router, Status
 from pydantic import ConfigDict, Discriminator, Tag, field_validator, model_validator
 
 from apps.memories import selectors, services
-from apps.memories.drafts import (
+from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
+from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
+from apps.memories.search.packing import citation
+from apps.memories.validation import (
     MAX_BATCH,
     MAX_CONTENT_CHARS,
     MAX_HALF_LIFE_DAYS,
     MemoryDraft,
     WorkUnitRef,
 )
-from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
-from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
-from apps.memories.search.packing import citation
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require

@@ -19,8 +19,8 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
-from apps.memories.drafts import MAX_CITATION_CHARS
 from apps.memories.kinds import MemoryKind, Phase, RelationKind, Scope, Source
+from apps.memories.validation import MAX_CITATION_CHARS
 from apps.tenants.models import Project, ProjectScopedQuerySet, TenantQuerySet
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, Prefetch, Q
 from django.db.models.expressions import RawSQL
 
-from apps.memories.drafts import clean_paths
 from apps.memories.embedding.contextual import memory_embedding_text
 from apps.memories.models import Memory, MemoryFeedback, MemoryQuerySet, MemoryRelation, MemoryVersion
+from apps.memories.validation import clean_paths
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal

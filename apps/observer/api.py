@@ -11,7 +11,7 @@ from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
-from apps.memories.drafts import clean_paths, from_root
+from apps.memories.validation import clean_paths, from_root
 from apps.observer import injection, selectors, services
 from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm

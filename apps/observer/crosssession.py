@@ -20,8 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.memories.selectors import memories_of_project
-from apps.observer import promotion, synthesis
-from apps.observer import text as T
+from apps.observer import promotion, synthesis, text_rules
 from apps.observer.models import ModuleStat, SynthesisLog
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM
@@ -192,7 +191,7 @@ def module_synthesis(*, project_id, module: str, session_count: int) -> dict[str
             candidates = _template_candidates(project.id, module, session_count, summary)
         result = promotion.Result(llm_calls=int(used_llm))
         for c in candidates:
-            c.trust.extend(T.suspicious(c.content))
+            c.trust.extend(text_rules.suspicious(c.content))
             if c.trust:
                 c.tags.append("obs:tainted")
                 c.confidence = round(c.confidence * promotion.TAINT_FACTOR, 4)
@@ -220,7 +219,7 @@ def cross_module(project: Project) -> dict[str, int]:
         edges = cursor.fetchall()
     pairs: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
     for a, b, n in edges:
-        ma, mb = T.module_of(a), T.module_of(b)
+        ma, mb = text_rules.module_of(a), text_rules.module_of(b)
         if ma != mb:
             pairs.setdefault(tuple(sorted((ma, mb))), []).append((a, b, n))
     week = timezone.now().strftime("weekly-%G-%V")

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.observer import text as T
+from apps.observer import text_rules
 from apps.observer.scratchpad import FILE_TOOLS, Scratchpad
 
 
@@ -79,19 +79,19 @@ class Signal:
 
 
 def _short(text: str, n: int = 12) -> str:
-    return hashlib.blake2b(T.normalize_pattern(text).encode(), digest_size=n // 2).hexdigest()
+    return hashlib.blake2b(text_rules.normalize_pattern(text).encode(), digest_size=n // 2).hexdigest()
 
 
 def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> list[Signal]:
     signals: list[Signal] = []
     files = pad.files
     edited = set(pad.edited())
-    edited_modules = {T.module_of(p) for p in edited}
+    edited_modules = {text_rules.module_of(p) for p in edited}
 
     # 1 file access: every file touched (feeds file-node stats and prefetch plans)
     for path, (reads, edits, first, _last, _e, _n) in files.items():
         signals.append(
-            Signal("file_access", path, first, T.module_of(path), [path], {"edited": bool(edits)},
+            Signal("file_access", path, first, text_rules.module_of(path), [path], {"edited": bool(edits)},
                    total=reads + edits, total2=1 if edits else 0, stat_only=True)
         )  # fmt: skip
 
@@ -109,7 +109,7 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
             continue  # (a checkpoint from before paths lost their control characters)
         a, b = paths
         signals.append(
-            Signal("co_access", key, 0, T.module_of(a), [a, b], {"step_delta": delta},
+            Signal("co_access", key, 0, text_rules.module_of(a), [a, b], {"step_delta": delta},
                    total=1, total2=delta, directional=a_first)
         )  # fmt: skip
 
@@ -117,7 +117,7 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
     for fp, (count, tool, message, step, resolved_by, to_resolve) in pad.errors.items():
         near = [p for p, e in files.items() if abs(e[3] - step) <= 3][:3]
         signals.append(
-            Signal("error_retry", fp, step, T.module_of(near[0]) if near else "", near,
+            Signal("error_retry", fp, step, text_rules.module_of(near[0]) if near else "", near,
                    {"tool": tool, "message": message, "resolved_by": resolved_by, "steps_to_resolve": to_resolve},
                    total=count)
         )  # fmt: skip
@@ -129,7 +129,7 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
                 "backtrack",
                 path,
                 0,
-                T.module_of(path),
+                text_rules.module_of(path),
                 [path],
                 {"steps_between": between, "files_seen": seen},
             )
@@ -141,11 +141,18 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
         entry = files[path]
         if entry[0] < 2:
             continue
-        module = T.module_of(path)
+        module = text_rules.module_of(path)
         went_to = (
-            entry[5] if entry[5] in edited else next((p for p in edited if T.module_of(p) == module), None)
+            entry[5]
+            if entry[5] in edited
+            else next((p for p in edited if text_rules.module_of(p) == module), None)
         )
-        if went_to and module in edited_modules and not T.is_test_file(path) and not T.config_kind(path):
+        if (
+            went_to
+            and module in edited_modules
+            and not text_rules.is_test_file(path)
+            and not text_rules.config_kind(path)
+        ):
             signals.append(
                 Signal("read_abandon", path, entry[2], module, [path, went_to], {"went_to": went_to})
             )
@@ -155,7 +162,7 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
         if count >= 2:
             near = [p for p, e in files.items() if e[2] >= first][:3]
             signals.append(
-                Signal("repeated_grep", pattern, first, T.module_of(near[0]) if near else "", near,
+                Signal("repeated_grep", pattern, first, text_rules.module_of(near[0]) if near else "", near,
                        {"pattern": pattern, "repeats": count, "empty_results": empty, "found": near[:1]})
             )  # fmt: skip
 
@@ -179,13 +186,13 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
     for path, seconds, step in pad.anomalies:
         if path in troubled:
             signals.append(
-                Signal("time_anomaly", path, step, T.module_of(path), [path], {"seconds": seconds})
+                Signal("time_anomaly", path, step, text_rules.module_of(path), [path], {"seconds": seconds})
             )
 
     # 9 self-correction
     for step, kind, sentence, path in pad.corrections:
         signals.append(
-            Signal("self_correction", _short(sentence), step, T.module_of(path) if path else "",
+            Signal("self_correction", _short(sentence), step, text_rules.module_of(path) if path else "",
                    [path] if path else [], {"sentence": sentence, "correction_type": kind})
         )  # fmt: skip
 
@@ -193,7 +200,7 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
     for step, tool, query, edit_after in pad.external:
         if query:
             signals.append(
-                Signal("external_reference", query, step, T.module_of(edit_after) if edit_after else "",
+                Signal("external_reference", query, step, text_rules.module_of(edit_after) if edit_after else "",
                        [edit_after] if edit_after else [], {"tool": tool, "query": query, "edited": edit_after})
             )  # fmt: skip
 
@@ -218,7 +225,7 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
                 "import_chase",
                 f"{parent}\t{child}",
                 0,
-                T.module_of(parent),
+                text_rules.module_of(parent),
                 [parent, child],
                 {"steps": steps_between},
             )
@@ -226,7 +233,7 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
 
     # 13 test order
     if pad.impl_files and (pad.test_files or pad.test_read_step is not None or pad.test_run_step is not None):
-        module = T.module_of(pad.impl_files[0])
+        module = text_rules.module_of(pad.impl_files[0])
         first_test = min((s for s in (pad.test_read_step, pad.test_run_step) if s is not None), default=None)
         test_first = (
             first_test is not None and pad.impl_edit_step is not None and first_test < pad.impl_edit_step
@@ -243,11 +250,11 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
         if others and config in files:
             at = files[config][4]
             nearest = min(others, key=lambda p: abs(files[p][4] - at))
-            module = T.module_of(nearest)
+            module = text_rules.module_of(nearest)
             with_ = [nearest, *(p for p in others if p != nearest)][:5]
             signals.append(
                 Signal("config_touch", f"{config}\t{module}", 0, module, [config, *with_],
-                       {"config": config, "config_kind": T.config_kind(config), "edited_with": with_})
+                       {"config": config, "config_kind": text_rules.config_kind(config), "edited_with": with_})
             )  # fmt: skip
 
     # 15 step overrun (planned vs actual; every planned session feeds calibration)
@@ -286,6 +293,6 @@ def parallel_conflicts(pad: Scratchpad, sibling_edits: dict[str, list[str]]) -> 
         for path in mine.intersection(files):
             found.setdefault(path, []).append(session_id)
     return [
-        Signal("parallel_conflict", path, 0, T.module_of(path), [path], {"sessions": sessions})
+        Signal("parallel_conflict", path, 0, text_rules.module_of(path), [path], {"sessions": sessions})
         for path, sessions in sorted(found.items())
     ]

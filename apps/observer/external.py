@@ -14,8 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.memories import secrets_scan
-from apps.observer import services
-from apps.observer import text as T
+from apps.observer import services, text_rules
 from apps.observer.models import Session
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -44,7 +43,7 @@ def session_task_set(*, session: Session, task: str) -> bool:
     """Give a session that has no task yet its task (an agent that opened it before it knew
     one: Claude Code's first prompt comes after SessionStart). True when this call set it."""
     # As session_open cleans the task it is given: private spans, then secrets.
-    cleaned = secrets_scan.scan(T.strip_private(task)).text.strip()[:4000]
+    cleaned = secrets_scan.scan(text_rules.strip_private(task)).text.strip()[:4000]
     if not cleaned:
         return False
     updated = Session.objects.filter(pk=session.pk, task="").update(task=cleaned)

@@ -18,7 +18,6 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import Case, F, FloatField, When
 
-from apps.memories.drafts import clean_paths
 from apps.memories.kinds import DISPUTE_PENALTY, universal_phase
 from apps.memories.models import TENANT_MATCH, Memory
 from apps.memories.search import NO_HYDE, SearchRequest, Stages, search
@@ -27,7 +26,8 @@ from apps.memories.search.packing import PackItem, budget_for, pack
 from apps.memories.selectors import memories_visible
 from apps.memories.services import memories_record_access
 from apps.memories.thresholds import injection_min_confidence
-from apps.observer import text as T
+from apps.memories.validation import clean_paths
+from apps.observer import text_rules
 from apps.observer.models import Session, SessionStatus
 from apps.observer.selectors import _as_uuid
 from apps.observer.services import (
@@ -254,7 +254,7 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
 
 def _modules_in_play(session: Session, files: list[str]) -> list[str]:
     if files:
-        return list(dict.fromkeys(T.module_of(f) for f in files))[:10]
+        return list(dict.fromkeys(text_rules.module_of(f) for f in files))[:10]
     words = {w for w in analyze(session.task).words.split() if len(w) > 2} if session.task else set()
     if not words:
         return []

@@ -22,14 +22,13 @@ from django.db.models import Q
 
 from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
-from apps.memories.drafts import MemoryDraft, WorkUnitRef
 from apps.memories.kinds import normalize_type
-from apps.observer import synthesis
-from apps.observer import text as T
+from apps.memories.validation import MemoryDraft, WorkUnitRef
+from apps.observer import synthesis, text_rules
+from apps.observer.detectors import CLASSES, SIGNAL_FLOOR, Signal
 from apps.observer.gates import Gate
 from apps.observer.models import Session
 from apps.observer.scratchpad import Scratchpad
-from apps.observer.signals import CLASSES, SIGNAL_FLOOR, Signal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 
@@ -376,7 +375,7 @@ def note_candidates(pad: Scratchpad, gate: Gate, *, start: int = 0) -> list[Cand
 
 
 def T_ident(kind: str, text: str) -> str:
-    return Signal(kind, T.normalize_pattern(text)).ident
+    return Signal(kind, text_rules.normalize_pattern(text)).ident
 
 
 def dead_end_candidates(pad: Scratchpad, task: str) -> list[Candidate]:
@@ -394,7 +393,7 @@ def dead_end_candidates(pad: Scratchpad, task: str) -> list[Candidate]:
                 data=data,
                 confidence=0.75,
                 files=[path] if path else [],
-                modules=[T.module_of(path)] if path else [],
+                modules=[text_rules.module_of(path)] if path else [],
                 payload={
                     "approach_tried": (task or sentence)[:1000],
                     "why_it_failed": sentence[:1000],
@@ -423,7 +422,7 @@ def outcome_candidate(session: Session, pad: Scratchpad) -> Candidate | None:
         data=data,
         confidence=0.8,
         files=edited[:20],
-        modules=list(dict.fromkeys(T.module_of(p) for p in edited))[:10],
+        modules=list(dict.fromkeys(text_rules.module_of(p) for p in edited))[:10],
         payload={
             "outcome": data["outcome"],
             "steps": steps,
@@ -489,7 +488,7 @@ def apply_trust(candidate: Candidate, pad: Scratchpad) -> None:
         candidate.trust.append("after_external_content")
     if candidate.kind == "external_reference":
         candidate.trust.append("external_query")
-    candidate.trust.extend(T.suspicious(candidate.content))
+    candidate.trust.extend(text_rules.suspicious(candidate.content))
     if candidate.trust:
         candidate.confidence = round(candidate.confidence * TAINT_FACTOR, 4)
         candidate.needs_review = True

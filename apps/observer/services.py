@@ -30,15 +30,14 @@ from django.utils import timezone
 
 from apps.memories import secrets_scan
 from apps.memories import services as memory_services
-from apps.memories.drafts import clean_root, from_root
-from apps.observer import promotion
-from apps.observer import text as T
+from apps.memories.validation import clean_root, from_root
+from apps.observer import promotion, text_rules
+from apps.observer.detectors import derive, parallel_conflicts
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
 from apps.observer.scratchpad import GLOB_ARGS, PATH_ARGS, Scratchpad
 from apps.observer.selectors import _as_uuid, sessions_visible
-from apps.observer.signals import derive, parallel_conflicts
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
@@ -185,7 +184,7 @@ def ab_group(session_id: UUID) -> str:
 def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) -> Session:
     # `<private>` spans go first: a secret's value runs to whitespace and could take a tag with it.
     if isinstance(data.get("task"), str):
-        data = {**data, "task": T.strip_private(data["task"])}
+        data = {**data, "task": text_rules.strip_private(data["task"])}
     data = secrets_scan.redact(data, secrets_scan.plugin_findings(secrets_scan.strings(data)), set())
     methodology = data.get("methodology") or project.methodology or "native"
     plugin = plugin_for(methodology)
@@ -228,13 +227,13 @@ def _unprivate(event: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in event.items() if v is not None}
     for key in _TEXT_FIELDS:
         if key in out:
-            out[key] = T.strip_private(out[key])
+            out[key] = text_rules.strip_private(out[key])
     args = out.get("args")
     if args:
-        out["args"] = {k: T.strip_private(v) if isinstance(v, str) else v for k, v in args.items()}
+        out["args"] = {k: text_rules.strip_private(v) if isinstance(v, str) else v for k, v in args.items()}
     memory = out.get("memory")
     if memory and isinstance(memory.get("content"), str):
-        out["memory"] = {**memory, "content": T.strip_private(memory["content"])}
+        out["memory"] = {**memory, "content": text_rules.strip_private(memory["content"])}
     return out
 
 
@@ -367,7 +366,7 @@ def validation_record(
 ) -> dict:
     """A validation result. In a build with more than 5 work units, a passed unit promotes its
     explicit notes and self-corrections at once (seeds/000 §8 partial QA)."""
-    report = secrets_scan.scan(T.strip_private(report)).text[:2000]
+    report = secrets_scan.scan(text_rules.strip_private(report)).text[:2000]
     work_unit = secrets_scan.scan(work_unit).text
     with _committed():
         locked, pad = _locked_open(session)
@@ -547,7 +546,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
             signals if validated is not False else [s for s in signals if s.kind in promotion.OUTCOME_BLIND]
         )
         stats = promotion.update_stats(project_id=session.project_id, session=session, signals=counted)
-        modules = list(dict.fromkeys(T.module_of(p) for p in pad.files))[:20]
+        modules = list(dict.fromkeys(text_rules.module_of(p) for p in pad.files))[:20]
         result.module_counts = promotion.update_module_stats(
             project_id=session.project_id, modules=modules, success=success
         )
@@ -680,7 +679,7 @@ def parse_git_log(text: str) -> list[list[str]]:
     commits: list[list[str]] = []
     current: list[str] | None = None
     for raw in text.splitlines():
-        line = T.printable_path(raw.strip())
+        line = text_rules.printable_path(raw.strip())
         if not line or raw.startswith((" ", "\t")) or line.startswith(_HEADER):
             continue
         if _COMMIT_LINE.match(line):
@@ -715,7 +714,7 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
             for b in changed[i + 1 :]:
                 key = promotion.stored_key(f"{a}\t{b}")
                 pairs[key] = pairs.get(key, 0) + 1
-                modules[key] = T.module_of(a)
+                modules[key] = text_rules.module_of(a)
     keys = list(pairs)
     if keys:
         with connection.cursor() as cursor:

@@ -13,9 +13,9 @@ from django.db import transaction
 
 from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
-from apps.memories.drafts import MemoryDraft
 from apps.memories.kinds import Source
 from apps.memories.models import FeedbackKind, Memory
+from apps.memories.validation import MemoryDraft
 from apps.review.rules_import import Rule
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal

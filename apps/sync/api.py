@@ -8,9 +8,9 @@ from uuid import UUID
 from ninja import Field, Query, Router
 from pydantic import TypeAdapter, ValidationError, model_validator
 
-from apps.memories.drafts import MemoryDraft
 from apps.memories.models import Memory
 from apps.memories.selectors import memories_visible
+from apps.memories.validation import MemoryDraft
 from apps.sync import selectors, services
 from apps.sync.feed import CURSOR_PATTERN, BadCursor, Cursor
 from apps.tenants.roles import Perm

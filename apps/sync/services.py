@@ -18,10 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.memories import selectors as memory_selectors
-from apps.memories.drafts import MemoryDraft
 from apps.memories.models import Memory
 from apps.memories.selectors import steward_fields
 from apps.memories.services import memory_create, memory_delete, memory_locked, memory_update
+from apps.memories.validation import MemoryDraft
 from apps.sync.models import PushRef
 from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project

@@ -354,7 +354,7 @@ def test_cjk_runs_are_indexed_by_their_character_pairs():
 
 
 def test_paths_under_an_agents_repository_root_are_made_relative():
-    from apps.memories.drafts import clean_paths, clean_root
+    from apps.memories.validation import clean_paths, clean_root
 
     assert clean_root("/") == "" and clean_root(" /home/ada/src/shop/ ") == "/home/ada/src/shop"
     shop = clean_root("/home/ada/src/shop")

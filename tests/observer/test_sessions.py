@@ -165,8 +165,8 @@ def test_a_refused_batch_for_a_session_the_caller_may_not_write_to_is_a_404_or_4
 def test_paths_under_the_sessions_root_are_taken_relative_to_it(agent, alice):
     """Agents' tools name files by absolute path; the graph, memories and co-access all use
     repository-relative ones, so a session's paths never met them."""
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
 
     memory_create(
         project=alice.project,
@@ -223,8 +223,8 @@ def test_paths_under_the_sessions_root_are_taken_relative_to_it(agent, alice):
 
 
 def test_context_takes_the_files_relative_to_the_sessions_root(agent, alice):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
 
     def remember(**fields):
         return memory_create(project=alice.project, actor=alice.principal, draft=MemoryDraft(**fields))
@@ -251,8 +251,8 @@ def test_context_takes_the_files_relative_to_the_sessions_root(agent, alice):
 def test_a_glob_under_the_sessions_root_is_searched_as_the_repositorys_path(agent, alice):
     """A Glob names files by absolute path too (`/home/ada/src/shop/orders/models.py`), and the
     memories that already answer the search name the repository's path."""
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
 
     draft = MemoryDraft(type="gotcha", content="Totals round half-even.", related_files=["orders/models.py"])
     orders = memory_create(project=alice.project, actor=alice.principal, draft=draft)
@@ -418,8 +418,8 @@ def test_notes_are_served_by_context_and_step_injection_at_once(agent):
 
 
 def test_step_injection_waits_for_step_five_and_never_repeats_a_memory(agent, alice):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
 
     memory_create(
         project=alice.project,
@@ -447,8 +447,8 @@ def test_step_injection_waits_for_step_five_and_never_repeats_a_memory(agent, al
 
 
 def test_step_injection_holds_a_disputed_memory_to_its_confidence_times_0_8(agent, alice):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create, memory_feedback
+    from apps.memories.validation import MemoryDraft
 
     def gotcha(content: str):
         return memory_create(
@@ -470,8 +470,8 @@ def test_step_injection_holds_a_disputed_memory_to_its_confidence_times_0_8(agen
 
 
 def test_memories_served_by_context_count_as_applied_in_the_session_once(agent, alice, charlie):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
 
     memory = memory_create(
         project=alice.project, actor=alice.principal,
@@ -520,8 +520,8 @@ def test_what_step_injection_and_session_start_hand_over_counts_as_accesses(agen
 
 
 def test_step_injection_short_circuits_a_search_for_something_known(agent, alice):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
 
     memory_create(
         project=alice.project, actor=alice.principal,

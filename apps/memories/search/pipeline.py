@@ -41,7 +41,6 @@ from django.db.models import (
 from django.utils import timezone
 
 from apps.memories import concurrent_reads
-from apps.memories.drafts import clean_paths
 from apps.memories.embedding import precision
 from apps.memories.embedding.contextual import query_embedding_text
 from apps.memories.kinds import universal_phase
@@ -67,6 +66,7 @@ from apps.memories.search.keyword import (
 )
 from apps.memories.search.packing import citation
 from apps.memories.selectors import memories_visible, relations_seen_by
+from apps.memories.validation import clean_paths
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal

@@ -13,11 +13,6 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from apps.memories import secrets_scan
-from apps.memories.drafts import (
-    MemoryDraft,
-    RelationDraft,
-    short_citation,
-)
 from apps.memories.embedding import precision
 from apps.memories.kinds import default_half_life
 from apps.memories.models import (
@@ -37,6 +32,11 @@ from apps.memories.services.indexing import (
 )
 from apps.memories.services.redaction import _redacted_fields
 from apps.memories.services.update import _snapshot
+from apps.memories.validation import (
+    MemoryDraft,
+    RelationDraft,
+    short_citation,
+)
 from apps.memories.vectors import vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
@@ -168,7 +168,7 @@ def memories_create_batch(
 ) -> list[Memory]:
     """Store up to 500 drafts in one transaction: all of them or none. Embeddings follow on commit
     (services.intake, which embeds its drafts for novelty first, stores them with theirs)."""
-    from apps.memories.drafts import MAX_BATCH
+    from apps.memories.validation import MAX_BATCH
 
     if len(drafts) > MAX_BATCH:
         raise Invalid(f"At most {MAX_BATCH} memories per batch.", details={"count": len(drafts)})

@@ -18,11 +18,11 @@ import numpy as np
 from django.db import connection, transaction
 
 from apps.memories import secrets_scan
-from apps.memories.drafts import MAX_BATCH, MemoryDraft, RelationDraft
 from apps.memories.models import Memory
 from apps.memories.services.create import _build, _draft_fields, _store
 from apps.memories.services.feedback import memory_reinforce
 from apps.memories.services.indexing import embedding_text
+from apps.memories.validation import MAX_BATCH, MemoryDraft, RelationDraft
 from apps.memories.vectors import nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal

@@ -8,14 +8,14 @@ from datetime import timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.memories.drafts import (
-    MAX_HALF_LIFE_DAYS,
-)
 from apps.memories.models import (
     LAST_ACCESSED_SQL,
     Memory,
 )
 from apps.memories.services.indexing import _adjust_term_stats
+from apps.memories.validation import (
+    MAX_HALF_LIFE_DAYS,
+)
 from apps.tenants.principal import SYSTEM
 
 

@@ -10,12 +10,12 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 
 from apps.memories import secrets_scan
-from apps.memories.drafts import (
-    MAX_CONTENT_CHARS,
-)
 from apps.memories.models import (
     Memory,
     MemoryRelation,
+)
+from apps.memories.validation import (
+    MAX_CONTENT_CHARS,
 )
 
 

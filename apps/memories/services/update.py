@@ -9,10 +9,6 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from apps.memories.drafts import (
-    MemoryDraft,
-    short_citation,
-)
 from apps.memories.kinds import default_half_life
 from apps.memories.models import (
     EmbeddingStatus,
@@ -23,6 +19,10 @@ from apps.memories.models import (
 )
 from apps.memories.services.indexing import _adjust_term_stats, _announce, _schedule_embedding, _search_vector
 from apps.memories.services.redaction import _redacted_fields
+from apps.memories.validation import (
+    MemoryDraft,
+    short_citation,
+)
 from apps.tenants.principal import Principal
 from apps.tenants.services import audit_record
 from memorysaas.kernel.errors import Conflict, Invalid, field_errors

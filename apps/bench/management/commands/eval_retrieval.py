@@ -24,10 +24,10 @@ from django.db import transaction
 from django.test.utils import override_settings
 
 from apps.bench import evaluation
-from apps.memories.drafts import MemoryDraft
 from apps.memories.search import ALL_STAGES, SearchRequest, Stages, search
 from apps.memories.search.fusion import PATHS
 from apps.memories.services import memories_create_batch
+from apps.memories.validation import MemoryDraft
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 
