@@ -24,9 +24,10 @@ from apps.observer.injection import build_context
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
-from apps.tenants.selectors import as_uuid, project_get, projects_for
+from apps.tenants.selectors import project_get, projects_for
 from apps.tenants.services import require
 from memorysaas.kernel.errors import Invalid, NotFound
+from memorysaas.kernel.ids import as_uuid
 
 _PICK_A_PROJECT = "Pass `project` (an id or slug from list_projects)."
 

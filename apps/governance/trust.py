@@ -1,4 +1,4 @@
-"""Trust progression (V5 §13): four levels, each with its injection threshold, and the rules
+"""Trust progression: four levels, each with its injection threshold, and the rules
 that *offer* a move between them from the project's feedback. Nothing here changes a level;
 an owner or admin accepts an offer on the trust page (services.trust_level_set).
 
@@ -116,7 +116,7 @@ def trust_stats(project: Project, since: datetime | None = None) -> TrustStats:
 def offer_for(level: int | None, stats: TrustStats) -> Offer | None:
     """The move the rules suggest from `level` given `stats`, or None."""
     if level is None:
-        return Offer(TrustLevel.CAUTIOUS, "advance", "New projects start Cautious (V5 §13).")
+        return Offer(TrustLevel.CAUTIOUS, "advance", "New projects start Cautious.")
     if stats.worst_session_flags >= FLAGS_IN_ONE_SESSION and level > TrustLevel.CAUTIOUS:
         return Offer(
             level - 1,

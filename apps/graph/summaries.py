@@ -1,4 +1,4 @@
-"""Module summaries from structure (issue 5 §7, seeds/000 §6 "Semantic Module Scan").
+"""Module summaries from structure: what a module holds, read from the graph, not from an LLM.
 
 After a full index, each top-level module gets one `module_insight` memory, marked
 `needs_review`, written from what the graph already knows: its entry points, what they export,

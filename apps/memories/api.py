@@ -18,6 +18,7 @@ from apps.memories.validation import (
     MAX_BATCH,
     MAX_CONTENT_CHARS,
     MAX_HALF_LIFE_DAYS,
+    MemoryChanges,
     MemoryDraft,
     WorkUnitRef,
 )
@@ -157,21 +158,12 @@ class MemoryFilters(QuerySchema):
 _PATCH_NULLABLE = frozenset({"work_unit_ref", "decay_half_life_days"})
 
 
-class MemoryPatch(InputSchema):
+class MemoryPatch(MemoryChanges):
     model_config = ConfigDict(json_schema_extra=change_schema(nullable=_PATCH_NULLABLE, like=MemoryDraft))
 
     content: str | None = Field(None, min_length=1, max_length=MAX_CONTENT_CHARS)
-    type: str | None = None
-    tags: list[str] | None = None
-    related_files: list[str] | None = None
-    related_modules: list[str] | None = None
-    payload: dict[str, Any] | None = None
-    citation_text: str | None = None
-    confidence: float | None = Field(None, ge=0, le=1)
     scope: Scope | None = None
     needs_review: bool | None = None
-    pinned: bool | None = None
-    deprecated: bool | None = None
     decay_half_life_days: float | None = Field(None, gt=0, le=MAX_HALF_LIFE_DAYS)
     work_unit_ref: WorkUnitRef | None = None
     methodology: str | None = Field(None, max_length=40)
@@ -353,7 +345,7 @@ class SearchIn(InputSchema):
     @field_validator("types", mode="before")
     @classmethod
     def _aliases(cls, value: Any) -> Any:
-        """As create and the list filter do, a Dex alias names its V5 type."""
+        """As create and the list filter do, a Dex alias names its memory type."""
         if isinstance(value, list):
             return [_v5_type(v) for v in value]
         return value

@@ -383,7 +383,7 @@ class MemoryFeedback(models.Model):
 
 
 class EmbeddingCache(models.Model):
-    """sha256(text:model:dims) → vector, so re-embedding unchanged text costs nothing (V5 §8)."""
+    """sha256(text:model:dims) → vector, so re-embedding unchanged text costs nothing."""
 
     key = models.CharField(max_length=64, primary_key=True)
     model_id = models.CharField(max_length=120)

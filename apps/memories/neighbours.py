@@ -48,10 +48,6 @@ def unregister_neighbour_provider(fn: NeighbourProvider) -> None:
     _PROVIDERS.pop(_name(fn), None)
 
 
-def neighbour_providers() -> list[NeighbourProvider]:
-    return list(_PROVIDERS.values())
-
-
 def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float], dict[str, str]]:
     """Every provider's neighbours of `files` merged (max weight), and which provider gave each.
     The providers are independent reads: the slowest so far runs in this thread while the

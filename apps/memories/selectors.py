@@ -19,21 +19,13 @@ from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import Invalid, NotFound
-
-
-def _as_uuid(value: str | UUID) -> UUID | None:
-    if isinstance(value, UUID):
-        return value
-    try:
-        return UUID(str(value))
-    except ValueError:
-        return None
+from memorysaas.kernel.ids import as_uuid
 
 
 def memory_get(*, principal: Principal, memory_id: str | UUID) -> Memory:
     """A memory the principal may read (any project it sees, by scope); `NotFound` (404) for
     anything else — missing and not-yours look the same."""
-    as_id = _as_uuid(memory_id)
+    as_id = as_uuid(memory_id)
     memory = (
         Memory.objects.visible_to(principal)
         .select_related("project", "organization", "usage_row")

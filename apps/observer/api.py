@@ -371,7 +371,8 @@ def sessions_complete(request, session_id: UUID, payload: CompleteIn):
 
 @router.post("/sessions/{session_id}/step-injection", response=StepOut, openapi_extra=SESSION_CLOSED)
 def sessions_step_injection(request, session_id: UUID, payload: StepIn):
-    """What to add before the agent's next step, if anything (seeds/003 §9)."""
+    """What to add before the agent's next step, if anything (none before step 5; never the same
+    memory twice in a session)."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
     if session.ab_group == "control":
         return {"step": payload.step, "injection": None, "reason": "control_group"}

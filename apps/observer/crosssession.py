@@ -1,4 +1,4 @@
-"""Cross-session synthesis (seeds/004 §7, seeds/003 §12).
+"""Cross-session synthesis: what no single session shows, from the frequency tables.
 
 - Threshold mode: when a module reaches 5, 10, 20, 50 or 100 sessions, one pass over its
   frequency tables writes at most 5 memories (prefetch pattern, strongest coupling, recurring

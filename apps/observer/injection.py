@@ -29,7 +29,6 @@ from apps.memories.thresholds import injection_min_confidence
 from apps.memories.validation import clean_paths
 from apps.observer import text_rules
 from apps.observer.models import Session, SessionStatus
-from apps.observer.selectors import _as_uuid
 from apps.observer.services import (
     context_injection_record,
     injection_record,
@@ -39,6 +38,7 @@ from apps.observer.services import (
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import Invalid
+from memorysaas.kernel.ids import as_uuid
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +85,13 @@ def build_context(
             query=query,
             files=files,
             phase=phase_name,
+            # Files alone ask what is known about them, not how they relate: their paths, read as
+            # a structural question, would credit only their neighbours on the graph path.
             query_kind=None if task.strip() else "identifier",
             limit=25,
             include_stale=False,
         ),
-        NO_HYDE,
+        NO_HYDE,  # proactive injection never waits on an LLM
     )
     minimum = injection_min_confidence(project)
     items = [
@@ -102,7 +104,7 @@ def build_context(
             score=hit.score,
         )
         for hit in result.hits
-        # a disputed memory is still used, at confidence × 0.8 (seeds/003 §15)
+        # a disputed memory is still used, at confidence × 0.8
         if (hit.components["confidence"] or 0.0) * (hit.components["dispute"] or 1.0) >= minimum
     ]
     notes = [n["content"] for n in _served_notes(session_id=session_id or None, project=project)]
@@ -158,7 +160,7 @@ def _served_notes(*, session_id: str | None, project: Project) -> list[dict[str,
 def session_notes(*, session_id: str, project: Project) -> list[dict[str, Any]]:
     """Explicit notes of a running session (record_memory events, MEMORY: lines): served by
     /context and step injection at once, long before any promotion."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     # (a completed session's notes went to promotion: retrieval serves what became of them)
     session = (
         Session.objects.for_project(project).filter(id=as_id, status=SessionStatus.OPEN).first()
@@ -173,7 +175,7 @@ def session_notes(*, session_id: str, project: Project) -> list[dict[str, Any]]:
 def session_root(*, session_id: str, project: Project) -> str:
     """The repository root a session of `project` named when it opened ("" for none, or for no
     such session): /context takes the files it is given relative to it, as the session's own."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     if not as_id:
         return ""
     return Session.objects.for_project(project).filter(id=as_id).values_list("root", flat=True).first() or ""
@@ -216,7 +218,17 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
     )
     recipes = []
     if session.task.strip():
-        found = search(SearchRequest(principal=principal, project=session.project, query=session.task, files=files, phase=None, limit=3, types=["workflow_recipe"], include_stale=False), Stages(rerank=False, hyde=False))  # fmt: skip
+        request = SearchRequest(
+            principal=principal,
+            project=session.project,
+            query=session.task,
+            files=files,
+            phase=None,
+            limit=3,
+            types=["workflow_recipe"],
+            include_stale=False,
+        )
+        found = search(request, Stages(rerank=False, hyde=False))
         recipes = [
             {"id": str(h.memory.id), "content": h.memory.content, "payload": h.memory.payload}
             for h in found.hits
@@ -294,14 +306,14 @@ def _format(memories: list[Memory]) -> str:
 def step_injection(
     *, session: Session, principal: Principal, step: int, files: list[str], searches: list[str]
 ) -> dict[str, Any]:
-    """seeds/003 §9: nothing before step 5; then (1) unseen gotchas, error patterns and dead
+    """Nothing before step 5; then (1) unseen gotchas, error patterns and dead
     ends for files just read or edited, (2) new scratchpad notes, (3) a memory that already
     answers what the agent is searching for. Never the same memory twice in a session."""
     if step < FIRST_INJECTION_STEP:
         return {"step": step, "injection": None, "reason": "warming_up"}
     pad = load_scratchpad(session)
     seen = set(session.injected_memory_ids)
-    # A disputed memory is still used, at confidence × 0.8 (seeds/003 §15).
+    # A disputed memory is still used, at confidence × 0.8.
     in_use = Case(
         When(disputed=True, then=F("confidence") * DISPUTE_PENALTY),
         default=F("confidence"),

@@ -1,7 +1,8 @@
-"""The promotion pipeline (ARCHITECTURE.md §6, seeds/003 §5):
+"""The promotion pipeline (docs/api/observer.md, "Promotion"):
 
-validation filter → cross-session frequency → novelty → trust gate → scoring → synthesis →
-embeddings → one transaction.
+validation filter → cross-session frequency → trust gate → scoring → synthesis → memories'
+door (services.memories_take_in: secret scan, embedding, novelty, the writes), all in one
+transaction.
 
 `promote(session, pad, ...)` runs inside the caller's transaction (services.session_finalize
 holds the session row locked), so a worker killed half way leaves nothing behind and the re-run
@@ -332,7 +333,7 @@ def signal_candidates(
         minimum = rule.min_sessions or cls.min_sessions
         quorum = 1 + len(siblings.intersection(stat.sessions))
         if quorum >= 2:
-            minimum = 1  # seeds/003 §11: confirmed by a parallel agent
+            minimum = 1  # confirmed by a parallel agent: one session is enough
         count = stat.session_count
         if count < minimum:
             continue
@@ -379,7 +380,7 @@ def T_ident(kind: str, text: str) -> str:
 
 
 def dead_end_candidates(pad: Scratchpad, task: str) -> list[Candidate]:
-    """seeds/004 §6: tried for more than 20 steps, with explicit abandonment language."""
+    """Dead ends: tried for more than 20 steps, with explicit abandonment language."""
     if pad.step <= DEAD_END_MIN_STEPS:
         return []
     out = []
@@ -482,7 +483,7 @@ def prefetch_candidates(*, project_id: UUID, modules: dict[str, int], minimum: i
 
 
 def apply_trust(candidate: Candidate, pad: Scratchpad) -> None:
-    """seeds/004 §6 trust defense: anything that arose after external content is tainted."""
+    """The trust defence: anything that arose after external content is tainted."""
     first_external = pad.external[0][0] if pad.external else None
     if first_external is not None and candidate.step and candidate.step >= first_external:
         candidate.trust.append("after_external_content")

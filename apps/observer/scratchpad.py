@@ -1,4 +1,4 @@
-"""Scratchpad 2.0 (seeds/004 §5): what one session has done so far, updated in O(1) per event.
+"""The scratchpad: what one session has done so far, updated in O(1) per event.
 
 `Scratchpad.observe(event)` is the whole ingest-time analysis: counters, first/last access, the
 edit set, grep and glob bookkeeping, error fingerprints with how they were resolved, the recent
@@ -31,7 +31,7 @@ MAX_NOTES = 100
 MAX_SEQUENCE = 80
 BACKTRACK_WITHIN = 10
 CHASE_WITHIN = 3
-# Early triggers (seeds/004 §5): staged at once, served ahead of the rest at finalize.
+# Early triggers: staged at once, served ahead of the rest at finalize.
 EARLY_GREP_REPEATS = 3
 
 _IMPORT_LINE = re.compile(
@@ -66,7 +66,7 @@ def _stem(path: str) -> str:
 
 
 def tool_key(tool: str, args: dict[str, Any]) -> str:
-    """A tool call with its arguments normalised (seeds/004 signal 7): paths become modules,
+    """A tool call with its arguments normalised (for the tool-sequence signal): paths become modules,
     commands what they run (`text.command_key`), patterns are dropped."""
     path = _path_arg(args)
     if path:

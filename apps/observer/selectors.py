@@ -11,18 +11,12 @@ from apps.observer.models import Session
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import NotFound
+from memorysaas.kernel.ids import as_uuid
 
 INJECTION_TYPES = ("gotcha", "error_pattern", "dead_end")
 INJECTION_MIN_CONFIDENCE = 0.65
 FIRST_INJECTION_STEP = 5
 PREFETCH_MAX = 12
-
-
-def _as_uuid(value: str | UUID) -> UUID | None:
-    try:
-        return value if isinstance(value, UUID) else UUID(str(value))
-    except ValueError:
-        return None
 
 
 def sessions_visible(principal: Principal):
@@ -35,7 +29,7 @@ def sessions_visible(principal: Principal):
 
 def session_get(*, principal: Principal, session_id: str | UUID) -> Session:
     """The session if its project is visible to the principal (404 otherwise)."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     session = (
         sessions_visible(principal)
         .select_related("project", "project__organization")
@@ -57,7 +51,7 @@ def sessions_for(*, project: Project):
 def session_in_project(*, project: Project, session_id: str | UUID) -> Session | None:
     """One session of `project` (None when the id is malformed or belongs elsewhere); the
     caller has resolved `project` inside the principal's scope."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     if as_id is None:
         return None
     return sessions_for(project=project).select_related("user", "api_key").filter(id=as_id).first()

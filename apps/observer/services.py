@@ -37,12 +37,13 @@ from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
 from apps.observer.scratchpad import GLOB_ARGS, PATH_ARGS, Scratchpad
-from apps.observer.selectors import _as_uuid, sessions_visible
+from apps.observer.selectors import sessions_visible
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import require
 from memorysaas.kernel.errors import ApiError, NotFound
+from memorysaas.kernel.ids import as_uuid
 from memorysaas.kernel.realtime import publish
 
 logger = logging.getLogger(__name__)
@@ -365,7 +366,7 @@ def validation_record(
     *, session: Session, actor: Principal, passed: bool, work_unit: str, report: str
 ) -> dict:
     """A validation result. In a build with more than 5 work units, a passed unit promotes its
-    explicit notes and self-corrections at once (seeds/000 §8 partial QA)."""
+    explicit notes and self-corrections at once (partial QA)."""
     report = secrets_scan.scan(text_rules.strip_private(report)).text[:2000]
     work_unit = secrets_scan.scan(work_unit).text
     with _committed():
@@ -615,7 +616,7 @@ def context_injection_record(
     """Memories that /context packed for a session of `project` count as applied in it (each
     once). Returns the ids it newly added, or None when the session id is not one of the
     project's open sessions (which changes nothing)."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     if as_id is None:
         return None
     with transaction.atomic():
@@ -638,7 +639,7 @@ def context_injection_record(
 
 def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
     """Whether `session_id` is a session of `project` in the A/B control group (served no memory)."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     if as_id is None:
         return False
     return Session.objects.filter(id=as_id, project=project, ab_group="control").exists()
@@ -646,8 +647,8 @@ def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
 
 def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
     """Step injection gave the session these memories (and its notes up to `notes_upto`): each
-    memory counts as applied in the session, and as an access (its decay clock restarts; seeds/003
-    §18: every injection is one). The caller holds the session row locked."""
+    memory counts as applied in the session, and as an access (its decay clock restarts: every
+    injection is one). The caller holds the session row locked."""
     pad = _take_cached(session)
     with connection.cursor() as cursor:
         cursor.execute(

@@ -27,7 +27,7 @@ IMPORT_TAG = "imported"
 
 
 class CorrectionReason:
-    """The correction dialog's choices (seeds/000 §10 "Correction Modal")."""
+    """The correction dialog's choices: what a person may say is wrong with a memory."""
 
     INCORRECT = "incorrect"
     OUTDATED = "outdated"

@@ -470,8 +470,8 @@ def _session_review_page(request, project, session):
 
 
 def _summary_mode(project) -> str:
-    """How much of a session's summary the review shows at the project's trust level (seeds/003
-    §13): everything up to Standard, only what needs review at Confident (the rest folded),
+    """How much of a session's summary the review shows at the project's trust level:
+    everything up to Standard, only what needs review at Confident (the rest folded),
     nothing unless asked at Autonomous."""
     from apps.governance.models import TrustLevel
     from apps.governance.trust import current_level

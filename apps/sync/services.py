@@ -1,6 +1,6 @@
 """Applying what a device pushes: new memories, edits made offline, deletions.
 
-Conflict policy (seeds/003 §14): an edit based on the current version applies as is. An edit
+Conflict policy: an edit based on the current version applies as is. An edit
 based on an older version is merged field by field against the version it was based on (kept in
 the memory's history): list fields (tags, files, modules) are united; any other field applies if
 only the device changed it; a field both sides changed to different values is a conflict, and

@@ -320,7 +320,7 @@ LOGGING = {
 }
 
 # ---------------------------------------------------------------- memories (apps/memories)
-# Embedding cache rows live this long (V5 §8: 7 days).
+# Embedding cache rows live this long (7 days by default).
 EMBEDDING_CACHE_TTL_DAYS = env_int("EMBEDDING_CACHE_TTL_DAYS", 7)
 # Proactive injection (/context) skips memories whose decayed confidence is below this.
 MEMORY_INJECTION_MIN_CONFIDENCE = float(env_str("MEMORY_INJECTION_MIN_CONFIDENCE", "0.5"))

@@ -1,4 +1,4 @@
-"""The retrieval pipeline (ARCHITECTURE §5): candidates → fusion → neighbourhood boost →
+"""The retrieval pipeline (docs/architecture.md, "Retrieval"): candidates → fusion → neighbourhood boost →
 phase × trust × decayed confidence × dispute → rerank → (for /context) packing.
 
 Fusion orders by score fusion (dense cosine + keyword and graph evidence, weights by query kind;

@@ -132,7 +132,7 @@ def memory_reinforce(
 
 def memories_record_access(*, memory_ids: Sequence[UUID | str], paced: bool = False) -> None:
     """Each injection is an access: after 5 uncorrected accesses confidence +0.05 (cap 0.95),
-    after 10 needs_review clears (V5 §18) — not for a memory whose review is a steward's (a
+    after 10 needs_review clears — not for a memory whose review is a steward's (a
     redacted secret, an open dispute, an observer memory tainted by outside text). One
     statement; no version bump (bookkeeping only).
     `paced` (an access outside any session): it counts toward those rewards only if the
