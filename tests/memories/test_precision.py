@@ -16,10 +16,10 @@ from django.core.management.base import CommandError
 
 from apps.memories.checks import embedding_settings
 from apps.memories.embedding import precision
-from apps.memories.embedding.providers import embed_cached_with_tokens, embed_query
+from apps.memories.embedding.providers import embed_query
 from apps.memories.models import MemoryTokens
 from apps.memories.search import NO_HYDE, SearchRequest, fusion, search
-from apps.memories.services import embedding_text, memories_create_batch
+from apps.memories.services import embedding_text, memories_take_in
 from tests.memories.factories import draft, make_memory
 
 TEXTS = [
@@ -105,14 +105,9 @@ def test_a_memory_is_stored_with_its_precision_vector(alice, real_embeddings):
 @pytest.mark.django_db
 def test_memories_stored_with_the_callers_vectors_get_their_precision_vectors_too(alice, real_embeddings):
     drafts = [draft(content="Signals sent inside atomic() fire before the commit.")]
-    built = [
-        embedding_text(m)
-        for m in memories_create_batch(project=alice.project, actor=alice.principal, drafts=drafts)
-    ]
-    vectors, tokens = embed_cached_with_tokens(built)  # as the observer hands them over
-    (memory,) = memories_create_batch(
-        project=alice.project, actor=alice.principal, drafts=drafts, vectors=list(vectors), tokens=tokens
-    )
+    # The observer's door embeds its drafts (for novelty) and stores them with those vectors.
+    intake = memories_take_in(project=alice.project, actor=alice.principal, drafts=drafts, novelty=0.88)
+    ((_, memory),) = intake.created
     expected = precision.LocalMPNet().embed([embedding_text(memory)])[0]
     assert float(np.abs(_stored(memory) - expected).max()) < 1e-6
 
