@@ -18,6 +18,7 @@ from apps.memories.services.feedback import (
     FLAG_PENALTY,
     UNPACED_ACCESS_GAP,
     memories_record_access,
+    memory_dispute_cleared,
     memory_feedback,
     memory_reinforce,
 )
@@ -48,13 +49,12 @@ from apps.memories.services.update import (
 )
 
 __all__ = [
-    "Intake",
-    "memories_take_in",
     "ACCESSES_FOR_REWARD",
     "ACCESSES_TO_CLEAR_REVIEW",
     "ACCESS_REWARD",
     "CONFIDENCE_CAP",
     "FLAG_PENALTY",
+    "Intake",
     "STRANDED_BATCH",
     "STRANDED_LIMIT",
     "UNPACED_ACCESS_GAP",
@@ -70,8 +70,10 @@ __all__ = [
     "memories_files_restored",
     "memories_record_access",
     "memories_reindex_keywords",
+    "memories_take_in",
     "memory_create",
     "memory_delete",
+    "memory_dispute_cleared",
     "memory_embed_retry",
     "memory_feedback",
     "memory_locked",
