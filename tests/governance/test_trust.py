@@ -1,4 +1,4 @@
-"""Trust levels: thresholds, the offers the V5 §13 rules make, and who may accept them."""
+"""Trust levels: thresholds, the offers the trust rules make, and who may accept them."""
 
 from __future__ import annotations
 

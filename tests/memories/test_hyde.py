@@ -116,7 +116,7 @@ def test_timeout_falls_back(alice, memories, fake_openai, settings, api_client):
 
 
 def test_only_an_unsure_search_asks_for_a_hypothetical(fake_openai):
-    """seeds/003 §7: fewer than 3 results scoring above 0.5 after every stage."""
+    """HyDE runs on an unsure search: fewer than 3 results scoring above 0.5 after every stage."""
     fake_openai.answer = PAGER
     assert hyde.hypothetical(QUESTION, "semantic", [0.9, 0.8, 0.51, 0.2]).status == "confident"
     assert _chat_requests(fake_openai) == []

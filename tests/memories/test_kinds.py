@@ -6,7 +6,7 @@ import pytest
 
 from apps.memories.kinds import normalize_type
 
-# Dex (seed 002) type names and the V5 types they are stored as.
+# Dex type names and the memory types they are stored as.
 DEX_ALIASES = [
     ("architecture", "module_insight"),
     ("dependency", "module_insight"),

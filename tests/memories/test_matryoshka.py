@@ -1,5 +1,5 @@
 """Matryoshka models (OpenAI's text-embedding-3): an HNSW index over the first 256 dimensions
-finds candidates, the full vectors order them (ARCHITECTURE §5). Embedded through the real
+finds candidates, the full vectors order them. Embedded through the real
 `openai` SDK against the fake server."""
 
 from __future__ import annotations

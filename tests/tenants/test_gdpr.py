@@ -1,4 +1,4 @@
-"""Export my data, delete my account, and the same for an organization (issue 6, seeds/003 §16).
+"""Export my data, delete my account, and the same for an organization (GDPR: access and erasure).
 
 Exports are built by the queued task (run inline here, as tests run django-q2 synchronously),
 downloaded by their owner until the link expires. Deletion waits out a 30-day grace period that
