@@ -283,6 +283,7 @@ def memories_embed_stranded(*, now: datetime | None = None) -> int:
         enqueue(
             "apps.memories.tasks.embed_pending_memories",
             ids[start : start + STRANDED_BATCH],
+            lane="bulk",
             group="memories.embed",
         )
     if ids:
@@ -364,7 +365,7 @@ def _schedule_embedding(ids: Sequence[UUID]) -> None:
     else:
         from memorysaas.kernel.queue import enqueue
 
-        enqueue("apps.memories.tasks.embed_memories", id_strings, group="memories.embed")
+        enqueue("apps.memories.tasks.embed_memories", id_strings, lane="bulk", group="memories.embed")
 
 
 def _announce(project_id: UUID, *events: tuple[str, Sequence[Memory]]) -> None:

@@ -34,8 +34,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.bench.daphne import ROOT, database_url
 from apps.graph.models import IndexJob, IndexStatus
-from apps.memories.drafts import MemoryDraft
 from apps.memories.models import EmbeddingStatus, Memory
+from apps.memories.validation import MemoryDraft
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 
