@@ -26,6 +26,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.kernel.errors import Invalid, conflict
+from memorysaas.kernel.metrics import observe_search_stages
 from memorysaas.kernel.openapi import (
     NOT_SPACE,
     SOME_PATH,
@@ -437,6 +438,7 @@ def memories_search(request, project_id: UUID, payload: SearchIn):
         rerank=payload.rerank,
         use_hyde=payload.hyde,
     )
+    observe_search_stages("search", result.timings_ms)
     return result.as_dict()
 
 
@@ -503,4 +505,5 @@ def memories_context(request, project_id: UUID, payload: ContextIn):
         session_id=payload.session_id,
         token_budget=payload.token_budget,
     )
+    observe_search_stages("context", context["timings_ms"])
     return context
