@@ -125,8 +125,9 @@ def test_requests_hooks_and_searches_show_in_the_metrics(server, alice):
     up = "memorysaas_metrics_collector_up"
     assert value(after, up, collector="queue") == 1
     assert value(after, up, collector="embedding") == 1
-    assert ("memorysaas_queue_depth", (("lane", "default"),)) in after
-    assert ("memorysaas_queue_oldest_task_age_seconds", (("lane", "default"),)) in after
+    for lane in ("interactive", "bulk"):  # (settings.QUEUE_LANES)
+        assert ("memorysaas_queue_depth", (("lane", lane),)) in after
+        assert ("memorysaas_queue_oldest_task_age_seconds", (("lane", lane),)) in after
     assert ("memorysaas_embedding_backlog", ()) in after
 
 
