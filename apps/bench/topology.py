@@ -82,7 +82,10 @@ def start(layout: str, *, redis_url: str, env: dict[str, str]) -> Topology:
     }
     try:
         for n in range(count):
-            topology.workers.append(_cluster(shared))
+            # A cluster per queue lane, as `make run` and deploy/ start them: a lane with none
+            # would run nothing (the bulk lane's embeddings).
+            for lane in ("interactive", "bulk"):
+                topology.workers.append(_cluster({**shared, "Q_LANE": lane}))
             topology.servers.append(
                 Server(settings_module="memorysaas.settings.local", env=shared, name=f"bench-load-{n + 1}")
             )
