@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from apps.memories import fusion, late
+from apps.memories import embeddings, fusion, late
 from apps.memories.embeddings import LocalMiniLM, embed_cached, embed_cached_with_tokens, get_provider
 from apps.memories.models import EmbeddingCache, MemoryTokens
 from apps.memories.search import search
@@ -78,7 +78,7 @@ def test_late_interaction_replaces_half_the_cosine_in_the_local_rerank():
 
 
 def _token_count(text: str) -> int:
-    return len(LocalMiniLM().tokenizer()(text, truncation=True, max_length=256)["input_ids"]) - 2
+    return len(embeddings._model().tokenizer(text, truncation=True, max_length=256)["input_ids"]) - 2
 
 
 @pytest.mark.django_db
