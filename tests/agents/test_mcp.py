@@ -428,3 +428,10 @@ def test_tool_calls_are_charged_to_the_keys_rate_limit_like_rest_requests(settin
         call_in_django(mcp_tools.list_projects, principal, {})
     assert refused.value.details["scope"] == "api_key"
     assert "Try again in" in refused.value.message
+
+
+def test_a_memorys_content_is_limited_alike_by_the_tools_and_the_api():
+    from apps.memories.drafts import MAX_CONTENT_CHARS
+    from memorysaas_client.tool_specs import MAX_CONTENT_CHARS as TOOLS_LIMIT
+
+    assert TOOLS_LIMIT == MAX_CONTENT_CHARS
