@@ -25,10 +25,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
+from memorysaas_client import tool_specs
 
 from apps.agents import mcp_tools
 from apps.agents.mcp_server import call_in_django
 from apps.graph import services as graph_services
+from apps.memories.drafts import MAX_CONTENT_CHARS
 from apps.memories.models import Memory
 from apps.tenants import services as tenant_services
 from apps.tenants.principal import Principal
@@ -431,7 +433,4 @@ def test_tool_calls_are_charged_to_the_keys_rate_limit_like_rest_requests(settin
 
 
 def test_a_memorys_content_is_limited_alike_by_the_tools_and_the_api():
-    from apps.memories.drafts import MAX_CONTENT_CHARS
-    from memorysaas_client.tool_specs import MAX_CONTENT_CHARS as TOOLS_LIMIT
-
-    assert TOOLS_LIMIT == MAX_CONTENT_CHARS
+    assert tool_specs.MAX_CONTENT_CHARS == MAX_CONTENT_CHARS

@@ -2,8 +2,8 @@
 (docs/benchmarks/README.md, "Memory at rest").
 
 Starts the processes `make run` starts on the configured database — daphne and a django-q2
-cluster (`--cluster` once per cluster to start several, each with its own environment, e.g.
-`--cluster Q_LANE=interactive --cluster Q_LANE=bulk`) — warms them as a user would (--memories
+cluster (`--cluster NAME=VALUE,…` once per cluster to start several, each with that environment: one
+per queue lane, say) — warms them as a user would (--memories
 memories created over the API one request at a time, embedded by whichever workers take them; a
 search for a query never seen, embedded by the web process), waits `--idle` seconds, and prints each process's resident set (RSS) and its
 proportional share (PSS: pages shared between processes, such as a forked worker's, counted once
@@ -124,11 +124,17 @@ class Command(BaseCommand):
             "PYTHONUNBUFFERED": "1",
             "RATE_LIMIT_ENABLED": "0",
             "EMBEDDING_MODE": "async",
+            # A queue of its own: another cluster on the same Redis takes none of its tasks.
+            "Q_CLUSTER_NAME": f"bench-rss-{uuid.uuid4().hex[:8]}",
         }
         server = clusters = None
         try:
             server = Server(
-                settings_module=opts["server_settings"], env={"EMBEDDING_MODE": "async"}, name="bench-rss"
+                settings_module=opts["server_settings"],
+                env={
+                    key: base_env[key] for key in ("EMBEDDING_MODE", "Q_CLUSTER_NAME", "RATE_LIMIT_ENABLED")
+                },
+                name="bench-rss",
             )
             clusters = [Cluster(env, base_env) for env in clusters_env]
             server.wait_until_serving()
