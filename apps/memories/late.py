@@ -1,5 +1,5 @@
 """Late interaction (ColBERT's MaxSim) over the local model's token embeddings, for the local
-precision rerank. Pure: numpy (and torch for one product), no Django.
+precision rerank. Pure: numpy (and threadpoolctl, to keep its BLAS on one thread), no Django.
 
 A memory's single vector is the mean of its tokens, so a query that words one part of it
 differently is compared with all of it at once. MaxSim keeps the tokens apart: each query token
