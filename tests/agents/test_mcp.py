@@ -30,8 +30,8 @@ from memorysaas_client import tool_specs
 from apps.agents import mcp_tools
 from apps.agents.mcp_server import call_in_django
 from apps.graph import services as graph_services
-from apps.memories.drafts import MAX_CONTENT_CHARS
 from apps.memories.models import Memory
+from apps.memories.validation import MAX_CONTENT_CHARS
 from apps.tenants import services as tenant_services
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Role

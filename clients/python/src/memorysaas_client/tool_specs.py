@@ -28,7 +28,7 @@ dead ends and workflow recipes that earlier agent sessions and people recorded, 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-MAX_CONTENT_CHARS = 4000  # a memory's content (the server's own limit: apps.memories.drafts)
+MAX_CONTENT_CHARS = 4000  # a memory's content (the server's own limit: apps.memories.validation)
 
 ProjectRef = Annotated[
     str | None,
