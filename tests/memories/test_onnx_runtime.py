@@ -50,7 +50,7 @@ def onnx_dir(settings, tmp_path):
     settings.EMBEDDING_ONNX_DIR = str(tmp_path)
     settings.EMBEDDING_LOCAL_RUNTIME = "onnx"
     yield tmp_path
-    providers._onnx_runtime.cache_clear()  # (each session holds its graph, ~90 MB)
+    providers._onnx_encoder.cache_clear()  # (each session holds its graph, ~90 MB)
 
 
 def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(settings, onnx_dir):
