@@ -26,6 +26,7 @@ from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.kernel.errors import Invalid, conflict
+from memorysaas.kernel.metrics import observe_search_stages
 from memorysaas.kernel.openapi import (
     change_schema,
     link,
@@ -427,4 +428,5 @@ def memories_search(request, project_id: UUID, payload: SearchIn):
         ),
         Stages(rerank=payload.rerank, hyde=payload.hyde),
     )
+    observe_search_stages("search", result.timings_ms)
     return result.as_dict()

@@ -19,6 +19,7 @@ from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.kernel.errors import ApiError, conflict
 from memorysaas.kernel.jsontypes import JsonTyped
+from memorysaas.kernel.metrics import observe_search_stages
 from memorysaas.kernel.openapi import (
     NOT_SPACE,
     SOME_PATH,
@@ -455,6 +456,7 @@ def memories_context(request, project_id: UUID, payload: ContextIn):
         session_id=payload.session_id,
         token_budget=payload.token_budget,
     )
+    observe_search_stages("context", context["timings_ms"])
     return context
 
 

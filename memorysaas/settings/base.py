@@ -47,6 +47,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memorysaas.middleware.RequestContextMiddleware",
     "memorysaas.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -306,11 +307,31 @@ DEVICE_FLOW_INTERVAL = env_int("DEVICE_FLOW_INTERVAL", 5)
 
 NINJA_PAGINATION_PER_PAGE = 50
 
+# Logs: one JSON object a line ("json", for log collectors) or plain text ("plain"); every line
+# carries the request id of the request it was written in (memorysaas/kernel/requestid.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "json").strip().lower()
+if LOG_FORMAT not in ("json", "plain"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or plain, not {LOG_FORMAT!r}")
+# One log line per request Django answers (logger memorysaas.access): route, status, duration.
+ACCESS_LOG = env_bool("ACCESS_LOG", True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "memorysaas.kernel.requestid.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            "timestamp": False,
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
@@ -318,6 +339,11 @@ LOGGING = {
         "mcp.server.streamable_http": {"level": "WARNING"},  # (a line for every stateless MCP request)
     },
 }
+
+# /metrics (Prometheus): answered to loopback addresses, and to anyone sending
+# `Authorization: Bearer <METRICS_TOKEN>` when that is set (a scraper in another pod).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOW_LOOPBACK = env_bool("METRICS_ALLOW_LOOPBACK", True)
 
 # ---------------------------------------------------------------- memories (apps/memories)
 # Embedding cache rows live this long (7 days by default).
