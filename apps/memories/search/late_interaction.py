@@ -1,5 +1,5 @@
 """Late interaction (ColBERT's MaxSim) over the local model's token embeddings, for the local
-precision rerank. Pure: numpy (and torch for one product), no Django.
+precision rerank. Pure: numpy (and threadpoolctl, to keep its BLAS on one thread), no Django.
 
 A memory's single vector is the mean of its tokens, so a query that words one part of it
 differently is compared with all of it at once. MaxSim keeps the tokens apart: each query token
@@ -16,9 +16,11 @@ to the third decimal. Query tokens that are only punctuation or the model's [CLS
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 _SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]", "[UNK]"})
 
@@ -64,6 +66,14 @@ def maxsim(query: np.ndarray, document: np.ndarray) -> float:
     return float((query @ document.T).max(axis=1).mean())
 
 
+@functools.cache
+def _one_blas_thread() -> None:
+    """numpy's OpenBLAS on one thread in this process: its pool, waking beside the models' and
+    PostgreSQL's on two cores, stalled one product in ten by 10–15 ms (a head's product is a few
+    million multiplications: one thread does it in well under a millisecond)."""
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def maxsim_packed(query: np.ndarray, documents: Sequence[bytes], dims: int) -> list[float]:
     """`maxsim` of the query against each packed document, in one product over all their tokens
     (a rerank head of 20 memories: ~2,000 token rows)."""
@@ -78,13 +88,8 @@ def maxsim_packed(query: np.ndarray, documents: Sequence[bytes], dims: int) -> l
     rows = np.frombuffer(b"".join(documents), dtype=np.int8).reshape(-1, dims).astype(np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
     norms[norms == 0] = 1.0
-    # The product runs on torch's threads, the local model's: numpy's OpenBLAS pool, waking beside
-    # them on two cores, stalled one product in ten by 10–15 ms. (torch is loaded already where
-    # token embeddings exist: only the local model makes them.)
-    import torch
-
-    product = torch.from_numpy(np.ascontiguousarray(query, dtype=np.float32)) @ torch.from_numpy(rows).T
-    similarities = product.numpy() / norms
+    _one_blas_thread()
+    similarities = (np.ascontiguousarray(query, dtype=np.float32) @ rows.T) / norms
     starts = np.cumsum([0, *counts[:-1]])
     present = [i for i, count in enumerate(counts) if count]
     best = np.maximum.reduceat(similarities, starts[present], axis=1) if present else None

@@ -588,6 +588,21 @@ def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
     clock.lap("prepare")
 
     provider = get_provider()
+    late_texts = [t for t in (query, hypothetical) if t.strip()]  # (an empty hypothetical is left out)
+    # The precision model's view of the query, for a local rerank of a question the code graph
+    # does not decide: started first, on its own thread (precision.py), so that its embedding (the
+    # longest step of a query not seen before) runs beside the query's own embedding and the paths.
+    second_view = None
+    if (
+        rerank
+        and "dense" in paths
+        and query.strip()
+        and kind != "structural"
+        and provider.late_interaction
+        and not settings.COHERE_API_KEY
+        and precision.provider() is not None
+    ):
+        second_view = precision.query_vectors_later([query_embedding_text(t) for t in late_texts])
     vector = None
     if "dense" in paths and query.strip():
         vector = (
@@ -596,19 +611,9 @@ def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
         if not np.any(vector) or not np.isfinite(vector).all():
             vector = None  # nothing in the query to embed (the hashing provider's ":"): no direction
         clock.lap("embed")
-    late_texts = [t for t in (query, hypothetical) if t.strip()]  # (an empty hypothetical is left out)
-    # The precision model's view of the query, embedded beside the paths (precision.py), for a
-    # local rerank of a question the code graph does not decide.
-    second_view = None
-    if (
-        rerank
-        and vector is not None
-        and kind != "structural"
-        and provider.late_interaction
-        and not settings.COHERE_API_KEY
-        and precision.provider() is not None
-    ):
-        second_view = precision.query_vectors_later([query_embedding_text(t) for t in late_texts])
+    if vector is None and second_view is not None:
+        second_view.cancel()  # (no cosine to re-weigh: the rerank does not read it)
+        second_view = None
     # The boost asks for the neighbours of the top results' files; when those are the files
     # already asked about (one memory about the file in play, say), the first answer serves.
     asked: dict[frozenset[str], dict[str, float]] = {}
