@@ -15,7 +15,7 @@ from pydantic import model_validator
 from apps.insights import experiments, export, learning, selectors, telemetry
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.kernel.errors import Invalid
+from memorysaas.kernel.errors import Forbidden, Invalid
 from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["insights"])
@@ -129,7 +129,9 @@ def phase_weights_list(request, project_id: UUID):
 @router.post("/projects/{project_id}/insights/phase-weights/{proposal_id}/apply", response=dict[str, Any])
 def phase_weights_apply(request, project_id: UUID, proposal_id: int):
     """Apply a proposal to the project's retrieval (stewards and admins)."""
-    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_REVIEW)
+    project = project_get(principal=request.auth, project_id=project_id)
+    if not any(request.auth.has(project.organization_id, p) for p in (Perm.MEMORIES_REVIEW, Perm.ADMIN)):
+        raise Forbidden(f"This needs the '{Perm.MEMORIES_REVIEW}' or the '{Perm.ADMIN}' permission.")
     return learning.proposal_apply(project=project, actor=request.auth, proposal_id=proposal_id)
 
 

@@ -46,7 +46,7 @@ def populate(
     n: int,
     *,
     tool_call_ratio: float,
-    passed: Callable[[str, int], bool] = lambda group, i: i % 3 != 0,
+    passed: Callable[[dict[str, Any]], bool] = lambda session: session["index"] % 3 != 0,
     before_events: Callable[[dict[str, Any]], None] | None = None,
     phase: str | None = None,
     session_type: str = "changelog",
@@ -58,6 +58,7 @@ def populate(
             task=f"task {i}", session_type=session_type, **({"phase": phase} if phase else {})
         )
         group = session["ab_group"]
+        session["index"] = i
         k = seen[group]
         seen[group] += 1
         base = CONTROL_TOOL_CALLS if group == "control" else CONTROL_TOOL_CALLS * tool_call_ratio
@@ -67,7 +68,7 @@ def populate(
             before_events(session)
         files = [f"module_{(i + j) % 7}.py" for j in range(4)]  # (at the root: no module synthesis)
         agent.send(session["id"], _events(tool_calls, tokens, files))
-        agent.validate(session["id"], passed=passed(group, i))
+        agent.validate(session["id"], passed=passed(session))
         agent.complete(session["id"], outcome="success")
         population.sessions.append(session)
         population.groups[group] += 1
