@@ -169,10 +169,15 @@ def _recompute_days(keys: set[tuple]) -> int:
                 acc[0] += n
                 acc[1] += value
                 acc[2] += value * value
-        for (period_id, day, group), into in sums.items():
-            DailyRollup.objects.update_or_create(
-                project_id=project_id, period_id=period_id, day=day, group=group,
-                defaults={"organization_id": org_id, "sessions": sessions[(period_id, day, group)], "sums": into},
-            )  # fmt: skip
-            written += 1
+        DailyRollup.objects.bulk_create(
+            [
+                DailyRollup(organization_id=org_id, project_id=project_id, period_id=period_id, day=day, group=group,
+                            sessions=sessions[(period_id, day, group)], sums=into)
+                for (period_id, day, group), into in sums.items()
+            ],
+            update_conflicts=True,
+            unique_fields=["project", "period", "day", "group"],
+            update_fields=["sessions", "sums"],
+        )  # fmt: skip
+        written += len(sums)
     return written

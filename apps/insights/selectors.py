@@ -156,10 +156,7 @@ def project_insights(
             continue
         _add(by_group[group], sums)
         sessions[group] += count
-        daily[day][group] = {
-            **{m.key: _round(_moments(sums, m.key).mean) for m in M.METRICS},
-            "n": count,
-        }
+        daily[day][group] = {**{key: _round(s[1] / s[0]) for key, s in sums.items() if s[0]}, "n": count}
     tokens = stats.mean_difference(
         _moments(by_group["control"], "tokens"), _moments(by_group["full"], "tokens")
     )

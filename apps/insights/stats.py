@@ -16,6 +16,7 @@ All intervals are 95 %.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -55,6 +56,13 @@ def _welch_df(a: Moments, b: Moments) -> float:
 
 
 def _t(df: float) -> float:
+    # (rounded down to a whole degree of freedom, which widens the interval a hair: the
+    # quantile is then computed once per df instead of on every request)
+    return _t_whole(max(1, int(df)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_whole(df: int) -> float:
     return float(sp.t.ppf(0.5 + CONFIDENCE / 2, df))
 
 
