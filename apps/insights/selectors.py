@@ -27,7 +27,10 @@ wrote, never the raw sessions, so it is fast at any size. Its shape:
           "enough": bool,               # False: "not enough sessions yet" (show no effect)
           "significant": bool,          # enough and the interval excludes 0
         },
-        ...
+        ...,
+        # last: "graph_boost_rate", counted per retrieval for the whole project (not per group):
+        # its rate is under "full" (control and passive None), n_full is the retrievals that ran
+        # the boost, "interval" is the rate's Wilson interval, "effect" None, "effect_kind" "none".
       ],
       "tokens_saved": {                 # per session, measured against control
         "estimate": float | None, "interval": [lo, hi] | None,
