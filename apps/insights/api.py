@@ -15,7 +15,7 @@ from pydantic import model_validator
 from apps.insights import experiments, export, learning, selectors, telemetry
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.kernel.errors import Forbidden, Invalid, conflict
+from memorysaas.kernel.errors import Forbidden, conflict
 from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["insights"])
@@ -59,8 +59,8 @@ def insights_get(request, project_id: UUID, query: Query[InsightsQuery]):
     today = timezone.localdate()
     date_to = query.date_to or today
     date_from = query.date_from or min(date_to, today) - timedelta(days=DEFAULT_DAYS - 1)
-    if (date_to - date_from).days >= MAX_DAYS:
-        raise Invalid(f"A window is at most {MAX_DAYS} days.", details={"field": "from"})
+    # A longer window is cut to its last MAX_DAYS days (the answer's period says which days).
+    date_from = max(date_from, date_to - timedelta(days=MAX_DAYS - 1))
     result = selectors.project_insights(
         project=project, date_from=date_from, date_to=date_to, period_id=query.period
     )
@@ -92,8 +92,9 @@ class ExperimentOut(OutputSchema):
 
 class ExperimentIn(InputSchema):
     enabled: bool
-    control_pct: int = Field(ge=0, le=100)
-    passive_pct: int = Field(ge=0, le=100)
+    # (each at most half: the two together never leave the full group less than nothing)
+    control_pct: int = Field(ge=0, le=50)
+    passive_pct: int = Field(ge=0, le=50)
     reason: str = Field("", max_length=500)
 
 
