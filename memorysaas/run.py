@@ -7,6 +7,7 @@ embedded PostgreSQL. Running it again reuses the data under .data/ (MEMORYSAAS_D
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,16 @@ def _embedded_running() -> bool:
     return True
 
 
+def _share_metrics_between_processes() -> None:
+    """The web server and the workers write their Prometheus figures into one folder, which
+    /metrics adds up (memorysaas/kernel/metrics.py); emptied at each start, as
+    prometheus_client asks, so a previous run's processes are not counted."""
+    folder = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or DATA_DIR / "prometheus")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memorysaas.settings.local")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
@@ -64,6 +75,7 @@ def main() -> int:
         )
         embedded_database()
 
+    _share_metrics_between_processes()
     children: list[subprocess.Popen] = []
 
     def stop(*_):

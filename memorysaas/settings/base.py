@@ -47,6 +47,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memorysaas.middleware.RequestContextMiddleware",
     "memorysaas.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -250,11 +251,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or None
 OPENAI_CHAT_MODEL = env_str("OPENAI_CHAT_MODEL", "gpt-4o-mini")
-# HyDE in search (apps/memories/hyde.py): on whenever an LLM is configured, unless switched off.
+# HyDE in search (apps/memories/search/hyde.py): on whenever an LLM is configured, unless switched off.
 SEARCH_HYDE = env_bool("SEARCH_HYDE", True)
 HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
 # Search runs its dense and graph paths on a second connection beside the keyword path
-# (apps/memories/beside.py); the workers per process each keep one connection. One fewer than
+# (apps/memories/concurrent_reads.py); the workers per process each keep one connection. One fewer than
 # the CPUs this process may use: with three paths at once on two cores, PostgreSQL's backends
 # and the GIL made the keyword path wait (100K benchmark: pipeline p95 51 ms with two workers,
 # 43-46 with one).
@@ -287,7 +288,7 @@ EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # weights into EMBEDDING_ONNX_DIR (same vectors, about half a query's time); "torch": as loaded.
 EMBEDDING_LOCAL_RUNTIME = (env_str("EMBEDDING_LOCAL_RUNTIME") or "onnx").strip().lower()
 EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR") or str(DATA_DIR / "models")
-# The local precision stage's second model (apps/memories/precision.py), with the local provider:
+# The local precision stage's second model (apps/memories/embedding/precision.py), with the local provider:
 # "all-mpnet-base-v2" re-scores a search's head with it as well; "none" leaves the rerank to MiniLM.
 PRECISION_MODEL = (env_str("PRECISION_MODEL") or "all-mpnet-base-v2").strip().lower()
 # How long a search waits for the precision model's query vector before it reranks without it (a
@@ -306,11 +307,31 @@ DEVICE_FLOW_INTERVAL = env_int("DEVICE_FLOW_INTERVAL", 5)
 
 NINJA_PAGINATION_PER_PAGE = 50
 
+# Logs: one JSON object a line ("json", for log collectors) or plain text ("plain"); every line
+# carries the request id of the request it was written in (memorysaas/kernel/requestid.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "json").strip().lower()
+if LOG_FORMAT not in ("json", "plain"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or plain, not {LOG_FORMAT!r}")
+# One log line per request Django answers (logger memorysaas.access): route, status, duration.
+ACCESS_LOG = env_bool("ACCESS_LOG", True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "memorysaas.kernel.requestid.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            "timestamp": False,
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
@@ -319,8 +340,13 @@ LOGGING = {
     },
 }
 
+# /metrics (Prometheus): answered to loopback addresses, and to anyone sending
+# `Authorization: Bearer <METRICS_TOKEN>` when that is set (a scraper in another pod).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOW_LOOPBACK = env_bool("METRICS_ALLOW_LOOPBACK", True)
+
 # ---------------------------------------------------------------- memories (apps/memories)
-# Embedding cache rows live this long (V5 §8: 7 days).
+# Embedding cache rows live this long (7 days by default).
 EMBEDDING_CACHE_TTL_DAYS = env_int("EMBEDDING_CACHE_TTL_DAYS", 7)
 # Proactive injection (/context) skips memories whose decayed confidence is below this.
 MEMORY_INJECTION_MIN_CONFIDENCE = float(env_str("MEMORY_INJECTION_MIN_CONFIDENCE", "0.5"))
