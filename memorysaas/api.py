@@ -17,6 +17,7 @@ from ninja.parser import Parser
 from apps.agents.api import router as agents_router
 from apps.governance.api import router as governance_router
 from apps.graph.api import router as graph_router
+from apps.insights.api import router as insights_router
 from apps.memories.api import router as memories_router
 from apps.observer.api import router as observer_router
 from apps.sync.api import router as sync_router
@@ -237,5 +238,5 @@ api.add_router("", observer_router)
 api.add_router("", graph_router)
 api.add_router("", governance_router)
 api.add_router("", sync_router)
-# apps.insights.api: mount its router here, beside the others, once the insights app has one.
+api.add_router("", insights_router)
 api.add_router("", agents_router)

@@ -7,13 +7,13 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from apps.insights import ab
 from apps.memories.models import Memory
 from apps.observer import services
 from apps.observer.models import Session
 from apps.observer.traces import Trace
 
 pytestmark = pytest.mark.django_db(transaction=False)
-REAL_AB_GROUP = services.ab_group  # before the agent fixture pins every session to "memory"
 
 
 def memories(**filters):
@@ -194,7 +194,7 @@ def test_work_unit_outcome_and_resume_work_state(agent):
     agent.complete(first["id"], outcome="abandoned")
     resumed = agent.open(work_unit=unit)
     state = resumed["start_context"]["work_state"]
-    if resumed["ab_group"] == "memory":
+    if resumed["ab_group"] != "control":
         assert state["edited_files"] == ["shop/cart.py"] and state["notes"] == [
             "cart totals are cached per request"
         ]
@@ -211,9 +211,9 @@ def test_work_unit_outcome_and_resume_work_state(agent):
 def test_the_control_group_gets_no_memory(agent, monkeypatch):
     import uuid
 
-    groups = [REAL_AB_GROUP(uuid.uuid4()) for _ in range(2000)]
-    assert 0.05 < groups.count("control") / len(groups) < 0.15
-    monkeypatch.setattr(services, "ab_group", lambda session_id: "control")
+    groups = [ab.assign(uuid.uuid4(), uuid.uuid4(), ab.Split()) for _ in range(2000)]
+    assert 0.02 < groups.count("control") / len(groups) < 0.08
+    monkeypatch.setattr(services, "ab_group", lambda session_id, project=None: "control")
     session = agent.open(task="refunds", files=["shop/refunds.py"])
     assert session["ab_group"] == "control" and session["start_context"]["prefetch"] == []
     agent.send(session["id"], Trace().idle(6, "shop/refunds.py").note("gotcha", "refunds are async").events)
@@ -227,7 +227,7 @@ def test_context_for_a_control_session_serves_and_records_nothing(agent, alice, 
     from tests.memories.factories import make_memory
 
     memory = make_memory(alice, content="Refunds are asynchronous.", related_files=["shop/refunds.py"])
-    monkeypatch.setattr(services, "ab_group", lambda session_id: "control")
+    monkeypatch.setattr(services, "ab_group", lambda session_id, project=None: "control")
     session = agent.open(task="refunds")
     body = {
         "phase": "implement",

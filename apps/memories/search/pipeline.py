@@ -40,7 +40,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from apps.memories import concurrent_reads
+from apps.memories import boost_listeners, concurrent_reads
 from apps.memories.embedding import precision
 from apps.memories.embedding.contextual import query_embedding_text
 from apps.memories.kinds import universal_phase
@@ -54,6 +54,7 @@ from apps.memories.models import (
     MemoryUsage,
 )
 from apps.memories.neighbours import file_neighbours
+from apps.memories.phase_weights import phase_weights_for
 from apps.memories.search import fusion, hyde, late_interaction
 from apps.memories.search.codetokens import tsquery_any
 from apps.memories.search.keyword import (
@@ -681,9 +682,12 @@ def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
         boosts = fusion.neighbourhood_boost(
             ordered, fused, {i: info[i]["related_files"] for i in ordered}, neighbours_of_top
         )
+        amounts = {i: b.amount for i, b in boosts.items()}
+        boost_listeners.boost_observed(project.id, boost_listeners.top_changed(ordered, fused, amounts))
     clock.lap("boost")
 
     now = as_of or timezone.now()
+    phase_table = phase_weights_for(project.id) if weigh else None
     components: dict[str, dict[str, float | None]] = {}
     cosine_worth: dict[str, float] = {}  # what a unit of cosine adds to each stage-3 score
     for memory_id in ordered:
@@ -703,6 +707,7 @@ def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
             source=row["source"],
             confidence=confidence,
             disputed=row["disputed"],
+            phase_weights=phase_table,
         )
         components[memory_id] = {
             "rrf": rrf.get(memory_id, 0.0),  # (rounded with the others when a hit is made)
