@@ -36,8 +36,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.bench import topology
 from apps.bench.synthetic import Corpus
-from apps.memories.drafts import MemoryDraft
 from apps.memories.services import memories_create_batch
+from apps.memories.validation import MemoryDraft
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 from apps.tenants.services import api_key_create, organization_limits_lift
