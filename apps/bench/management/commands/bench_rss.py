@@ -39,6 +39,8 @@ from apps.tenants.services import api_key_create, organization_limits_lift
 MB = 1024 * 1024
 # A process that mapped one of these has loaded a model's runtime.
 MODEL_LIBRARIES = ("onnxruntime", "libtorch")
+# make run starts one worker cluster per queue lane; only the bulk lane embeds.
+MAKE_RUN_LANES = ({"Q_LANE": "interactive"}, {"Q_LANE": "bulk"})
 
 
 def _assignments(text: str) -> dict[str, str]:
@@ -97,7 +99,7 @@ class Command(BaseCommand):
             "--cluster",
             action="append",
             default=[],
-            help="Start a qcluster with these NAME=VALUE environment settings (repeatable; default: one).",
+            help="Start a qcluster with these NAME=VALUE environment settings (repeatable; default: one per lane, as make run does).",
         )
         parser.add_argument("--memories", type=int, default=4, help="Memories created to warm the workers.")
         parser.add_argument("--idle", type=float, default=10.0, help="Seconds at rest before reading.")
@@ -113,7 +115,10 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         self.say = self.stdout.write
         logging.getLogger("httpx").setLevel(logging.WARNING)  # (a line per request otherwise)
-        clusters_env = [_assignments(text) for text in opts["cluster"]] or [{}]
+        clusters_env = [_assignments(text) for text in opts["cluster"]] or [
+            dict(MAKE_RUN_LANES[0]),
+            dict(MAKE_RUN_LANES[1]),
+        ]
         org, project, key = self._tenant()
         base_env = {
             **os.environ,
@@ -125,15 +130,13 @@ class Command(BaseCommand):
             "RATE_LIMIT_ENABLED": "0",
             "EMBEDDING_MODE": "async",
             # A queue of its own: another cluster on the same Redis takes none of its tasks.
-            "Q_CLUSTER_NAME": f"bench-rss-{uuid.uuid4().hex[:8]}",
+            "Q_PREFIX": f"bench-rss-{uuid.uuid4().hex[:8]}",
         }
         server = clusters = None
         try:
             server = Server(
                 settings_module=opts["server_settings"],
-                env={
-                    key: base_env[key] for key in ("EMBEDDING_MODE", "Q_CLUSTER_NAME", "RATE_LIMIT_ENABLED")
-                },
+                env={key: base_env[key] for key in ("EMBEDDING_MODE", "Q_PREFIX", "RATE_LIMIT_ENABLED")},
                 name="bench-rss",
             )
             clusters = [Cluster(env, base_env) for env in clusters_env]
