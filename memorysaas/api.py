@@ -226,6 +226,7 @@ def _register_routers() -> None:
     api.add_router("", tenants_router)
     for module in (
         "apps.tenants.device_api",
+        "apps.tenants.team_api",
         "apps.memories.api",
         "apps.observer.api",
         "apps.graph.api",
