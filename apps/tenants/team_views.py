@@ -27,21 +27,26 @@ def teams_page(request, org):
     principal = request.principal
     org_teams = list(selectors.teams_for(organization=org))
     projects = list(selectors.projects_for(principal=principal, organization=org))
-    rows = [
-        {
-            "team": team,
-            "members": list(selectors.team_members_for(team=team)),
-            "projects": [p for p in projects if p.team_id == team.id],
-        }
-        for team in org_teams
-    ]
+    people = list(selectors.members_for(organization=org))
+    rows = []
+    for team in org_teams:
+        members = list(selectors.team_members_for(team=team))
+        on_team = {m.user_id for m in members}
+        rows.append(
+            {
+                "team": team,
+                "members": members,
+                "candidates": [p.user for p in people if p.user_id not in on_team],
+                "projects": [p for p in projects if p.team_id == team.id],
+                "movable": [p for p in projects if p.team_id != team.id],
+            }
+        )
     return render(
         request,
         "tenants/teams.html",
         {
             "org": org,
             "rows": rows,
-            "people": selectors.members_for(organization=org),
             "projects": projects,
             "can_admin": principal.has(org.id, Perm.ADMIN),
         },
