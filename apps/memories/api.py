@@ -21,6 +21,7 @@ from apps.memories.drafts import (
 )
 from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
+from apps.memories.onboarding import with_onboarding
 from apps.memories.packing import citation
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
@@ -485,6 +486,11 @@ class ContextOut(OutputSchema):
     control_group: bool = Field(
         False, description="The session is in the A/B control group: it is served no memory."
     )
+    onboarding: list[str] = Field(
+        [],
+        description="Ids of the project's most important memories, shown once to a person new to it"
+        " (their first agent session) at the top of `text`.",
+    )
 
 
 @router.post("/projects/{project_id}/context", response=ContextOut)
@@ -503,4 +509,4 @@ def memories_context(request, project_id: UUID, payload: ContextIn):
         session_id=payload.session_id,
         token_budget=payload.token_budget,
     )
-    return context
+    return with_onboarding(context, principal=request.auth, project=project)

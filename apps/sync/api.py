@@ -308,5 +308,7 @@ def conflicts_resolve(request, conflict_id: UUID, body: ResolveIn):
     resolved = conflicts.conflict_resolve(
         conflict=found, actor=request.auth, keep=body.keep, base_version=body.base_version, merged=merged
     )
-    resolved.memory = Memory.objects.filter(pk=resolved.memory_id).first() or resolved.memory  # (gone: as it was)
+    resolved.memory = (
+        Memory.objects.filter(pk=resolved.memory_id).first() or resolved.memory
+    )  # (gone: as it was)
     return conflict_out(resolved)
