@@ -82,6 +82,7 @@ def _device_label(actor: Principal) -> str:
     return device.name if device is not None else actor.api_key.name
 
 
+@transaction.atomic
 def conflict_record(
     *,
     memory: Memory,

@@ -39,7 +39,10 @@ def test_a_conflict_is_shown_side_by_side_and_decided_with_a_merge(page_as, alic
 
     page.get_by_label("Merged text").fill("Deploys run at 09:30, or 11:00 on Fridays.")
     page.get_by_label("Merged tags (comma-separated)").fill("deploy, ops")
-    page.get_by_role("button", name="Save the merge").click()
+    # (the merge re-embeds the memory in the server's request: on a busy machine the first
+    # embedding loads the model, so the answer may take longer than a click's usual wait)
+    with page.expect_navigation(timeout=120_000):
+        page.get_by_role("button", name="Save the merge").click(no_wait_after=True)
     expect(page.get_by_text("Conflict resolved")).to_be_visible()
     expect(page.get_by_text("No conflicts waiting")).to_be_visible()
     stored = Memory.objects.get(id=memory.id)
