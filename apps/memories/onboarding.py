@@ -1,5 +1,5 @@
-"""A newcomer's welcome: the project's five most important memories, on their first dashboard
-visit and in their first agent session, once each (apps/tenants/onboarding.py says who is new and
+"""A newcomer's welcome: the project's five most important memories from before they joined, on
+their first dashboard visit and in their first agent session, once each (apps/tenants/onboarding.py says who is new and
 keeps the "once").
 
 Importance: pinned first, then confidence weighted by use (confidence × ln(2 + times used)), so
@@ -8,6 +8,7 @@ to be injected count: not deprecated, disputed, stale or waiting for review."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import F, FloatField
@@ -16,17 +17,21 @@ from django.db.models.functions import Cast, Ln
 from apps.memories.models import Memory
 from apps.memories.selectors import memories_visible
 from apps.tenants.models import OnboardingSurface, Project
-from apps.tenants.onboarding import already_served, is_newcomer, onboarding_claim
+from apps.tenants.onboarding import already_served, joined_at, onboarding_claim
 from apps.tenants.principal import Principal
 
 WELCOME_SIZE = 5
 
 
-def most_important(*, principal: Principal, project: Project, limit: int = WELCOME_SIZE) -> list[Memory]:
+def most_important(
+    *, principal: Principal, project: Project, before: datetime, limit: int = WELCOME_SIZE
+) -> list[Memory]:
+    """The project's most important memories that existed `before` then."""
     weight = F("confidence") * Ln(Cast(F("used_count"), FloatField()) + 2.0)
     return list(
         memories_visible(principal=principal, project=project)
         .filter(deprecated=False, disputed=False, stale_at__isnull=True, needs_review=False)
+        .filter(created_at__lt=before)
         .annotate(importance=weight)
         .order_by("-pinned", "-importance", "-updated_at")[:limit]
     )
@@ -38,9 +43,10 @@ def onboarding_for(*, principal: Principal, project: Project, surface: str) -> l
     user = principal.user
     if user is None or not user.pk or already_served(user=user, project=project, surface=surface):
         return []
-    if not is_newcomer(user=user, project=project):
+    joined = joined_at(user=user, project=project)
+    if joined is None:
         return []
-    welcome = most_important(principal=principal, project=project)
+    welcome = most_important(principal=principal, project=project, before=joined)
     if not welcome or not onboarding_claim(
         user=user, project=project, surface=surface, memory_ids=[m.id for m in welcome]
     ):

@@ -3,11 +3,12 @@ welcome happen once per surface (the first dashboard visit, the first agent sess
 
 A newcomer joined the project's organization — or, for a team's project, its team — within
 ONBOARDING_WINDOW_DAYS (setting, 30 by default). Someone who has been around longer has met
-the project's knowledge already; someone new gets its most important memories once."""
+the project's knowledge already; someone new gets its most important memories once — those
+that were there before they joined (what came after, they saw arrive)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
@@ -21,14 +22,20 @@ def _window() -> timedelta:
     return timedelta(days=settings.ONBOARDING_WINDOW_DAYS)
 
 
-def is_newcomer(*, user: User, project: Project) -> bool:
-    since = timezone.now() - _window()
-    joined = Membership.objects.filter(
-        user=user, organization_id=project.organization_id, created_at__gte=since
-    ).exists()
-    if joined or project.team_id is None:
-        return joined
-    return TeamMembership.objects.filter(user=user, team_id=project.team_id, created_at__gte=since).exists()
+def joined_at(*, user: User, project: Project) -> datetime | None:
+    """When `user` joined the project (its organization, or for a team's project the later of
+    that and joining the team), if within the window; None for someone not new to it."""
+    times = list(
+        Membership.objects.filter(user=user, organization_id=project.organization_id).values_list(
+            "created_at", flat=True
+        )
+    )
+    if project.team_id is not None:
+        times += TeamMembership.objects.filter(user=user, team_id=project.team_id).values_list(
+            "created_at", flat=True
+        )
+    joined = max(times, default=None)
+    return joined if joined is not None and joined >= timezone.now() - _window() else None
 
 
 def already_served(*, user: User, project: Project, surface: str) -> bool:

@@ -27,6 +27,8 @@ def knowledge(alice):
     Memory.objects.filter(id=pinned.id).update(pinned=True)
     Memory.objects.filter(id=used.id).update(used_count=40)
     Memory.objects.filter(id=retired.id).update(deprecated=True)
+    # All of it was there before bob joined (what comes after, he sees arrive).
+    Memory.objects.filter(project=alice.project).update(created_at=timezone.now() - timedelta(days=2))
     return [pinned.id, used.id, confident.id, *[m.id for m in middling[:2]]]
 
 
@@ -79,6 +81,16 @@ def test_the_session_start_hook_welcomes_a_newcomer_once(bob, knowledge, api_cli
     assert "New to this project" not in session_start("cc-onboard-2")
     served = OnboardingServed.objects.get(user=bob.user, project=bob.project, surface="agent")
     assert served.memory_ids[:3] == [str(i) for i in knowledge[:3]]
+
+
+def test_memories_made_after_a_newcomer_joined_are_not_their_welcome(bob, alice, api_client):
+    make_memory(alice, content="Written after bob joined.", confidence=0.99)
+    body = (
+        api_client(bob.key)
+        .post(f"projects/{bob.project.id}/context", {"phase": "implement", "task": "x"})
+        .json()
+    )
+    assert body["onboarding"] == [] and not OnboardingServed.objects.exists()
 
 
 def test_someone_who_joined_long_ago_gets_no_welcome(bob, knowledge, api_client):
