@@ -123,7 +123,8 @@ def _update(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[st
     fields, base_version = change["fields"], change["base_version"]
     if base_version == memory.version:
         memory = memory_update(memory=memory, actor=actor, changes=fields, change="synced")
-        return _result("applied", id=str(memory.id), version=memory.version)
+        result = _result("applied", id=str(memory.id), version=memory.version)
+        return _unchanged_copy(result, memory, base_version)
     changes, conflicts = merge(memory, base_version, fields)
     if conflicts:
         waiting = conflict_record(
@@ -136,9 +137,20 @@ def _update(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[st
             conflict_id=str(waiting.pk),
             server=memory_payload(memory),
         )
+    before = memory.version
     if changes:
         memory = memory_update(memory=memory, actor=actor, changes=changes, change="synced")
-    return _result("merged", id=str(memory.id), version=memory.version, merged=sorted(changes))
+    result = _result("merged", id=str(memory.id), version=memory.version, merged=sorted(changes))
+    return _unchanged_copy(result, memory, before)
+
+
+def _unchanged_copy(result: dict[str, Any], memory: Memory, before: int) -> dict[str, Any]:
+    """An edit that made no new version (what it sent is what the server holds once cleaned, a
+    duplicate tag, a path spelled `./a.py`) puts nothing in the change feed: the device would
+    keep its own spelling forever. It gets the server's copy instead."""
+    if memory.version != before:
+        return result
+    return {**result, "server": memory_payload(memory)}
 
 
 def _delete(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:

@@ -118,6 +118,7 @@ def _checked(fields: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(values, str) or not all(isinstance(v, str) for v in values):
             raise InvalidChange(f"{name} must be a list of strings")
+        values = checked[name] = _cleaned(name, values)
         if len(values) > limit:
             raise InvalidChange(f"{name} holds at most {limit} entries")
     confidence = fields.get("confidence")
@@ -126,6 +127,23 @@ def _checked(fields: dict[str, Any]) -> dict[str, Any]:
     if _has_nul(fields):
         raise InvalidChange("a NUL (\\u0000) character cannot be stored")
     return checked
+
+
+def _cleaned(name: str, values: list[str]) -> list[str]:
+    """A list field as the server stores it: stripped, without empties or duplicates, order kept;
+    paths without a leading `./` and with forward slashes."""
+    cleaned = []
+    for value in values:
+        value = value.strip()
+        if name == "related_files":
+            value = value.replace("\\", "/")
+            while value.startswith("./"):
+                value = value[2:]
+            if not value.strip("/"):
+                continue
+        if value:
+            cleaned.append(value)
+    return list(dict.fromkeys(cleaned))
 
 
 def _has_nul(value: Any) -> bool:
@@ -441,6 +459,8 @@ class Replica:
             report.applied += 1
         elif status == "merged" and not refused:
             report.merged += 1
+        if status in ("applied", "merged") and result.get("server") and not refused:
+            self._store(result["server"])  # (an edit that changed nothing: the server's spelling)
         if status == "not_found":  # an edit to a memory deleted elsewhere: shown, not dropped
             local = self.get(change["id"])
             reason = {
