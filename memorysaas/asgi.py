@@ -51,7 +51,7 @@ from memorysaas.kernel.multipart import leave_form_bodies_to_django  # noqa: E40
 
 leave_form_bodies_to_django()
 
-# The first searches should not wait for the local models to load (apps/memories/precision.py).
-from apps.memories.precision import warm_in_background  # noqa: E402
+# The first searches should not wait for the local models to load (apps/memories/embedding/precision.py).
+from apps.memories.embedding.precision import warm_in_background  # noqa: E402
 
 warm_in_background()

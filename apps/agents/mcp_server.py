@@ -21,7 +21,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from apps.agents import mcp_tools
-from apps.memories.drafts import MAX_CONTENT_CHARS
+from apps.memories.validation import MAX_CONTENT_CHARS
 from apps.tenants.principal import Principal
 from apps.tenants.ratelimit import policy
 from apps.tenants.ratelimit.throttle import charge

@@ -14,8 +14,8 @@ from apps.sync.feed import Cursor
 from apps.sync.models import ConflictStatus, SyncConflict
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from apps.tenants.selectors import as_uuid
 from memorysaas.kernel.errors import NotFound
+from memorysaas.kernel.ids import as_uuid
 
 MAX_PULL = 500
 

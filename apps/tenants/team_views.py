@@ -13,6 +13,7 @@ from apps.tenants import selectors, teams
 from apps.tenants.dashboard import org_page, posted_text
 from apps.tenants.roles import Perm
 from memorysaas.kernel.errors import ApiError, NotFound
+from memorysaas.kernel.ids import as_uuid
 
 
 def _team_or_404(org, team_slug: str):
@@ -133,7 +134,7 @@ def team_project_assign(request, org, team_slug):
     def assign():
         project = (
             selectors.projects_for(principal=request.principal, organization=org)
-            .filter(id=selectors.as_uuid(posted_text(request, "project")))
+            .filter(id=as_uuid(posted_text(request, "project")))
             .first()
         )
         if project is None:

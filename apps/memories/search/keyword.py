@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from apps.memories.codetokens import analyze, analyze_fields, tsvector_literal
+from apps.memories.search.codetokens import analyze, analyze_fields, tsvector_literal
 
 # BM25F-style field boosts by tsvector weight label.
 FIELD_WEIGHTS: dict[str, float] = {"A": 1.0, "B": 1.0, "C": 0.6, "D": 0.5}

@@ -1,8 +1,11 @@
-"""`MemoryDraft`: what a caller hands `services.memory_create` — typed, validated, no Django.
+"""What callers hand memories, validated before anything touches the database: `MemoryDraft`
+(what `services.memory_create` takes), `MemoryChanges` (the fields a change may set), and the
+rules for the file paths an agent sends (relative to its repository's root).
 
-The API's input schema, the observer's promotion pipeline and imports all build drafts, so the
-rules live in one place: the type is a V5 type or a Dex alias, content is 1–4000 characters,
-confidence in [0, 1], the payload matches its type's schema, lists are bounded.
+The API's input schema, the observer's promotion pipeline, sync and imports all build drafts,
+so the rules live in one place: the type is one of the 16 memory types or a Dex alias, content
+is 1–4000 characters, confidence in [0, 1], the payload matches its type's schema, lists are
+bounded.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from apps.memories.kinds import TYPE_NAMES, RelationKind, Scope, Source, normali
 from apps.memories.payloads import PAYLOAD_SCHEMAS, PayloadError, validate_payload
 from memorysaas.kernel.jsontypes import JsonTyped
 from memorysaas.kernel.openapi import NOT_SPACE, inline_refs, stripped_text_schema
-from memorysaas.kernel.schemas import refuse_unstorable
+from memorysaas.kernel.schemas import InputSchema, refuse_unstorable
 
 MAX_CONTENT_CHARS = 4000
 # A century: longer is "never decays" in all but name (leave it unset, or pin), and three of it
@@ -133,7 +136,7 @@ class MemoryDraft(JsonTyped):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, json_schema_extra=_draft_schema)
 
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    type: str = Field(description="One of the 16 V5 types, or a Dex alias (pitfall, fix, …).")
+    type: str = Field(description="One of the 16 memory types, or a Dex alias (pitfall, fix, …).")
     source: Source = Source.AGENT_EXPLICIT
     scope: Scope = Scope.PROJECT
     confidence: float = Field(0.8, ge=0, le=1)
@@ -221,3 +224,20 @@ def short_citation(content: str) -> str:
         return text
     cut = text[: MAX_CITATION_CHARS - 1].rsplit(" ", 1)[0]
     return f"{cut}…"
+
+
+class MemoryChanges(InputSchema):
+    """The fields of a memory a change may set, each optional: what a device's offline edit
+    carries (sync) and the core of the API's PATCH, which adds the fields only the API changes
+    and holds the content to its limits."""
+
+    content: str | None = None
+    type: str | None = None
+    tags: list[str] | None = None
+    related_files: list[str] | None = None
+    related_modules: list[str] | None = None
+    payload: dict[str, Any] | None = None
+    citation_text: str | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    pinned: bool | None = None
+    deprecated: bool | None = None

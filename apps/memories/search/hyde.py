@@ -9,7 +9,7 @@ use, so every stage sees the same notion of "close" — and the literal query st
 which anchors the search when the model invents details. A second list fused by rank would
 need its own weight and would rank memories only the invented text resembles.
 
-When (seeds/003 §7, ARCHITECTURE §5): a fallback for explicit searches only, never for
+When: a fallback for explicit searches only, never for
 proactive injection (`/context`, session start), and only when the plain pipeline was unsure —
 fewer than MIN_CONFIDENT of its results score above MIN_SCORE after every stage. Then the whole
 pipeline runs again with the combined vector. Only semantic queries get it: identifier queries

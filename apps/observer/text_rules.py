@@ -11,7 +11,7 @@ import unicodedata
 
 PRIVATE_SPAN = re.compile(r"<private>.*?(?:</private>|$)", re.DOTALL | re.IGNORECASE)
 
-# seeds/004 §4 signal 9, plus the phrasings agents actually use.
+# Self-correction language, including the phrasings agents actually use.
 SELF_CORRECTION = [
     (re.compile(r"I was wrong about (.+?)[.—–-] ?(.+)", re.IGNORECASE), "factual"),
     (re.compile(r"I initially thought (.+?) but (.+)", re.IGNORECASE), "factual"),
@@ -35,7 +35,7 @@ SELF_CORRECTION = [
     (re.compile(r"\b(?:ah|oh),? I see[,.:;]?\s*(?:[—–-]\s*)?(.+)", re.IGNORECASE), "factual"),
 ]
 
-# seeds/004 §6 build gate: explicit abandonment language marks a genuine dead end.
+# The build gate: explicit abandonment language marks a genuine dead end.
 DEAD_END = re.compile(
     r"(this approach (?:won't|will not|doesn't|does not|can't|cannot) work"
     r"|let me try a different approach|dead end|abandon(?:ing)? this approach"
@@ -107,7 +107,7 @@ def error_line(message: str) -> str:
 
 
 def normalize_error(message: str) -> str:
-    """The error with what differs between machines and runs taken out (seeds/004 signal 3)."""
+    """The error with what differs between machines and runs taken out (the error-retry signal's fingerprint)."""
     text = _USER_PATH.sub("~", error_line(message)[:2000])
     text = _TIMESTAMP.sub("<ts>", text)
     text = _ABS_PATH.sub("/…/", text)

@@ -75,7 +75,7 @@ def graph_path(model_dir: Path, directory: Path, name: str = "minilm", weights: 
 
 
 # One trace at a time in a process, whichever model: concurrent torch.onnx exports reset each
-# other's global state (embeddings.py).
+# other's global state (providers.py).
 _EXPORT_LOCK = threading.Lock()
 
 

@@ -1,6 +1,6 @@
-"""The retrieval pipeline's pure stages (ARCHITECTURE §5, V5 §7): query-type detection, weighted
+"""The retrieval pipeline's pure stages (docs/architecture.md, "Retrieval"): query-type detection, weighted
 RRF (reported) and score fusion (ordering), the graph-neighbourhood boost, phase × trust × decayed confidence × dispute weighting and
-the local precision rerank (with late interaction, late.py). Plain data in, plain data out; no Django import.
+the local precision rerank (with late interaction, late_interaction.py). Plain data in, plain data out; no Django import.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from apps.memories.codetokens import is_code_like
 from apps.memories.kinds import DISPUTE_PENALTY, PHASE_WEIGHTS, SOURCE_TRUST
+from apps.memories.search.codetokens import is_code_like
 
 RRF_K = 60
 PATHS = ("dense", "keyword", "graph")
 
-# V5 §7 stage 2a: path weights by detected query type.
+# Path weights by detected query type.
 RRF_WEIGHTS: dict[str, dict[str, float]] = {
     "identifier": {"keyword": 0.5, "graph": 0.3, "dense": 0.2},
     "semantic": {"dense": 0.5, "keyword": 0.25, "graph": 0.25},
@@ -35,7 +35,7 @@ FUSION_WEIGHTS: dict[str, dict[str, float]] = {
     "structural": {"dense": 1.0, "keyword": 0.1, "graph": 0.2},
 }
 
-# V5 §7 stage 2b: the boost for positions 11–50 that neighbour the top 10's files.
+# The boost for positions 11–50 that neighbour the top 10's files.
 BOOST_TOP_K = 10
 BOOST_WINDOW = 50
 BOOST_FACTOR = 0.3
@@ -62,7 +62,7 @@ def asks_about_relations(query: str) -> bool:
 
 
 def detect_query_kind(query: str, files: Sequence[str] = ()) -> str:
-    """identifier / semantic / structural (V5 §7, adapted for a server that sees the files in play).
+    """identifier / semantic / structural (a server sees the files in play, so they count too).
 
     Identifier: the query names code (camelCase, snake_case, dotted names, error classes, paths)
     beyond the files in play. Structural: files are in play and the query is about them or their
@@ -148,10 +148,10 @@ def neighbourhood_boost(
 ) -> dict[str, Boost]:
     """Boosts for candidates ranked top_k+1..window whose files neighbour the top results' files.
 
-    V5 adds 0.3 × neighbour_count / |top files| to the fused score, where |top files| counts the
-    top results' file mentions as they come (V5's `flatMap`: a file two of them name counts
+    The boost adds 0.3 × neighbour_count / |top files| to the fused score, where |top files| counts
+    the top results' file mentions as they come (a file two of them name counts
     twice), so the boost does not grow as the top ten narrow onto fewer files. Each neighbouring
-    file counts by its strength in (0, 1] (V5's overview writes neighbour_count / 10: about the
+    file counts by its strength in (0, 1] (neighbour_count / 10 would be: about the
     same for ten memories of a file or so each). Weighted RRF scores live on a 1/k scale, so the
     boost is taken relative to the best fused score, and at most 0.3 × the leader: enough to
     climb into the top ten, not to take the lead.
@@ -184,7 +184,7 @@ def decayed_confidence(
     user_verified: bool = False,
 ) -> float:
     """Confidence halved every half-life since the memory was last used; pinned memories and
-    types without a half-life do not decay (V5 §18 `currentConfidence`), nor, here, verified
+    types without a half-life do not decay, nor, here, verified
     ones: the clock restarts only when a memory is injected, and a decayed memory is no longer
     injected, so a memory a person vouched for would drop out of /context for good (a taught
     gotcha at 0.9 falls under Cautious's 0.80 in ten unused days). The daily prune still retires
@@ -256,7 +256,9 @@ class RerankInput:
     score: float  # the stage-3 score: fused relevance (+ boost) × the soft weighting
     identifier_match: float = 0.0  # share of the query's identifiers the memory names verbatim
     cosine: float | None = None  # the pooled query–memory cosine fusion used
-    late_interaction: float | None = None  # MaxSim of the query's and the memory's tokens (late.py)
+    late_interaction: float | None = (
+        None  # MaxSim of the query's and the memory's tokens (late_interaction.py)
+    )
     cosine_worth: float = 0.0  # what one unit of cosine added to `score` (dense weight × prior)
     precision: float | None = None  # the precision model's query–memory cosine (precision.py)
 

@@ -1,4 +1,4 @@
-"""The text a memory is embedded from: its context first, then its content (V5 §8).
+"""The text a memory is embedded from: its context first, then its content.
 
 Pure: no Django. Anthropic-style contextual embeddings adapted for code memories — the files,
 module and type the memory is about are prepended so that two similar sentences about

@@ -1,4 +1,4 @@
-"""Search's parallel reads have a bounded capacity (apps/memories/beside.py): a read goes to a
+"""Search's parallel reads have a bounded capacity (apps/memories/concurrent_reads.py): a read goes to a
 worker only when one is free at that moment, and otherwise runs in the calling thread at once,
 never waiting in line behind other requests' reads."""
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from apps.memories import beside
+from apps.memories import concurrent_reads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def one_worker(settings):
     settings.SEARCH_CONCURRENT = True
     settings.SEARCH_CONCURRENT_WORKERS = 1
-    beside.close_connections()  # (workers made under other settings start again under these)
+    concurrent_reads.close_connections()  # (workers made under other settings start again under these)
     yield
-    beside.close_connections()
+    concurrent_reads.close_connections()
 
 
 def _thread() -> str:
@@ -34,12 +34,12 @@ def test_a_read_started_while_every_worker_is_busy_runs_in_the_calling_thread(on
         assert release.wait(timeout=30)
         return _thread()
 
-    busy = beside.start(blocking)
+    busy = concurrent_reads.start(blocking)
     assert inside.wait(timeout=30)
     safety = threading.Timer(30, release.set)  # (a read queued behind the busy one would hang)
     safety.start()
     try:
-        assert beside.start(_thread)() == _thread()  # answered here, not waiting for the worker
+        assert concurrent_reads.start(_thread)() == _thread()  # answered here, not waiting for the worker
     finally:
         release.set()
         safety.cancel()
@@ -51,5 +51,5 @@ def test_a_worker_is_free_again_after_its_read_failed(one_worker):
         raise ValueError("no such thing")
 
     with pytest.raises(ValueError, match="no such thing"):
-        beside.start(broken)()
-    assert beside.start(_thread)().startswith("search-beside")
+        concurrent_reads.start(broken)()
+    assert concurrent_reads.start(_thread)().startswith("search-beside")

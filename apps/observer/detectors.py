@@ -1,4 +1,5 @@
-"""The 17 signal classes of seeds/004 §4, derived from a finished scratchpad.
+"""Pattern detection: the observer's 17 signal classes, each found by its own detector in a
+finished session's scratchpad (not Django signals).
 
 `derive(pad, ...)` turns one session's scratchpad into `Signal`s: each has a class (`kind`), a
 `key` that identifies the same pattern in another session (a path, a pair of paths, an error
@@ -10,10 +11,11 @@ promotion pipeline's decision (minimum sessions, gate, novelty, trust), not this
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.observer import text as T
+from apps.observer import text_rules
 from apps.observer.scratchpad import FILE_TOOLS, Scratchpad
 
 
@@ -24,7 +26,8 @@ class SignalClass:
     promotes_to: str
 
 
-# seeds/004 §4 "Signal Priority Reference Table".
+# Per class: its priority (where its memory's confidence starts), the sessions it must be seen in
+# before it is promoted, and the memory type it becomes.
 CLASSES: dict[str, SignalClass] = {
     "self_correction": SignalClass(0.88, 1, "gotcha"),
     "co_access": SignalClass(0.91, 3, "causal_dependency"),
@@ -44,7 +47,7 @@ CLASSES: dict[str, SignalClass] = {
     "backtrack": SignalClass(0.68, 2, "gotcha"),
     "time_anomaly": SignalClass(0.48, 3, "gotcha"),
 }
-SIGNAL_FLOOR = 0.4  # seeds/004: signals valued below this are dropped before promotion
+SIGNAL_FLOOR = 0.4  # signals valued below this are dropped before promotion
 SEQUENCE_LENGTH = 4
 OVERRUN_RATIO = 1.5
 TOKENS_PER_FILE_SPIKE = 20_000
@@ -79,23 +82,44 @@ class Signal:
 
 
 def _short(text: str, n: int = 12) -> str:
-    return hashlib.blake2b(T.normalize_pattern(text).encode(), digest_size=n // 2).hexdigest()
+    return hashlib.blake2b(text_rules.normalize_pattern(text).encode(), digest_size=n // 2).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """What the detectors read of one finished session."""
+
+    pad: Scratchpad
+    outcome: str
+    steps: int | None
+    edited: set[str]
+    edited_modules: set[str]
 
 
 def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> list[Signal]:
-    signals: list[Signal] = []
-    files = pad.files
+    """Every detector's signals for the session, in the order of DETECTORS."""
     edited = set(pad.edited())
-    edited_modules = {T.module_of(p) for p in edited}
+    finished = _Finished(pad, outcome, steps, edited, {text_rules.module_of(p) for p in edited})
+    return [signal for detector in DETECTORS for signal in detector(finished)]
 
-    # 1 file access: every file touched (feeds file-node stats and prefetch plans)
+
+def _file_access(finished: _Finished) -> list[Signal]:
+    """File access: every file touched (feeds file-node stats and prefetch plans)."""
+    files = finished.pad.files
+    signals: list[Signal] = []
     for path, (reads, edits, first, _last, _e, _n) in files.items():
         signals.append(
-            Signal("file_access", path, first, T.module_of(path), [path], {"edited": bool(edits)},
+            Signal("file_access", path, first, text_rules.module_of(path), [path], {"edited": bool(edits)},
                    total=reads + edits, total2=1 if edits else 0, stat_only=True)
         )  # fmt: skip
+    return signals
 
-    # 2 co-access within a 5-file window, with direction; pairs with an edited file first
+
+def _co_access(finished: _Finished) -> list[Signal]:
+    """Co-access within a 5-file window, with direction; pairs with an edited file first."""
+    pad, edited = finished.pad, finished.edited
+    signals: list[Signal] = []
+
     def touches_edit(key: str) -> bool:
         a, _, b = key.partition("\t")
         return a in edited or b in edited
@@ -109,57 +133,94 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
             continue  # (a checkpoint from before paths lost their control characters)
         a, b = paths
         signals.append(
-            Signal("co_access", key, 0, T.module_of(a), [a, b], {"step_delta": delta},
+            Signal("co_access", key, 0, text_rules.module_of(a), [a, b], {"step_delta": delta},
                    total=1, total2=delta, directional=a_first)
         )  # fmt: skip
+    return signals
 
-    # 3 error-retry, fingerprinted, with how it was resolved
+
+def _error_retry(finished: _Finished) -> list[Signal]:
+    """Error-retry, fingerprinted, with how it was resolved."""
+    pad, files = finished.pad, finished.pad.files
+    signals: list[Signal] = []
     for fp, (count, tool, message, step, resolved_by, to_resolve) in pad.errors.items():
         near = [p for p, e in files.items() if abs(e[3] - step) <= 3][:3]
         signals.append(
-            Signal("error_retry", fp, step, T.module_of(near[0]) if near else "", near,
+            Signal("error_retry", fp, step, text_rules.module_of(near[0]) if near else "", near,
                    {"tool": tool, "message": message, "resolved_by": resolved_by, "steps_to_resolve": to_resolve},
                    total=count)
         )  # fmt: skip
+    return signals
 
-    # 4 backtrack: a file edited again within a few steps after other work
+
+def _backtrack(finished: _Finished) -> list[Signal]:
+    """Backtrack: a file edited again within a few steps after other work."""
+    pad = finished.pad
+    signals: list[Signal] = []
     for path, between, seen in pad.backtracks:
         signals.append(
             Signal(
                 "backtrack",
                 path,
                 0,
-                T.module_of(path),
+                text_rules.module_of(path),
                 [path],
                 {"steps_between": between, "files_seen": seen},
             )
         )
+    return signals
 
-    # 5 read-then-abandon: read again and again, never edited, while the session edited
-    # elsewhere in its module (seeds/004: count >= 2 and no edit)
+
+def _read_abandon(finished: _Finished) -> list[Signal]:
+    """Read-then-abandon: a file read at least twice and never edited, while the session edited
+    elsewhere in its module."""
+    pad, files, edited, edited_modules = (
+        finished.pad,
+        finished.pad.files,
+        finished.edited,
+        finished.edited_modules,
+    )
+    signals: list[Signal] = []
     for path in pad.read_only():
         entry = files[path]
         if entry[0] < 2:
             continue
-        module = T.module_of(path)
+        module = text_rules.module_of(path)
         went_to = (
-            entry[5] if entry[5] in edited else next((p for p in edited if T.module_of(p) == module), None)
+            entry[5]
+            if entry[5] in edited
+            else next((p for p in edited if text_rules.module_of(p) == module), None)
         )
-        if went_to and module in edited_modules and not T.is_test_file(path) and not T.config_kind(path):
+        if (
+            went_to
+            and module in edited_modules
+            and not text_rules.is_test_file(path)
+            and not text_rules.config_kind(path)
+        ):
             signals.append(
                 Signal("read_abandon", path, entry[2], module, [path, went_to], {"went_to": went_to})
             )
+    return signals
 
-    # 6 repeated grep
+
+def _repeated_grep(finished: _Finished) -> list[Signal]:
+    """Repeated grep."""
+    pad, files = finished.pad, finished.pad.files
+    signals: list[Signal] = []
     for pattern, (count, empty, first) in pad.greps.items():
         if count >= 2:
             near = [p for p, e in files.items() if e[2] >= first][:3]
             signals.append(
-                Signal("repeated_grep", pattern, first, T.module_of(near[0]) if near else "", near,
+                Signal("repeated_grep", pattern, first, text_rules.module_of(near[0]) if near else "", near,
                        {"pattern": pattern, "repeats": count, "empty_results": empty, "found": near[:1]})
             )  # fmt: skip
+    return signals
 
-    # 7 tool sequences: the session's 4-step windows (successful sessions only)
+
+def _sequence(finished: _Finished) -> list[Signal]:
+    """Tool sequences: the session's 4-step windows (successful sessions only)."""
+    pad, outcome = finished.pad, finished.outcome
+    signals: list[Signal] = []
     if outcome == "success":
         seq = pad.sequence
         seen: set[str] = set()
@@ -171,33 +232,53 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
             if key not in seen:
                 seen.add(key)
                 signals.append(Signal("sequence", key, 0, "", [], {"steps": window}, total=1))
+    return signals
 
-    # 8 time anomaly: a long dwell, kept only when the same file also saw an error or a backtrack
+
+def _time_anomaly(finished: _Finished) -> list[Signal]:
+    """Time anomaly: a long dwell, kept only when the same file also saw an error or a backtrack."""
+    pad, files = finished.pad, finished.pad.files
+    signals: list[Signal] = []
     troubled = {b[0] for b in pad.backtracks} | {
         p for p, e in files.items() for er in pad.errors.values() if abs(e[3] - er[3]) <= 3
     }
     for path, seconds, step in pad.anomalies:
         if path in troubled:
             signals.append(
-                Signal("time_anomaly", path, step, T.module_of(path), [path], {"seconds": seconds})
+                Signal("time_anomaly", path, step, text_rules.module_of(path), [path], {"seconds": seconds})
             )
+    return signals
 
-    # 9 self-correction
+
+def _self_correction(finished: _Finished) -> list[Signal]:
+    """Self-correction."""
+    pad = finished.pad
+    signals: list[Signal] = []
     for step, kind, sentence, path in pad.corrections:
         signals.append(
-            Signal("self_correction", _short(sentence), step, T.module_of(path) if path else "",
+            Signal("self_correction", _short(sentence), step, text_rules.module_of(path) if path else "",
                    [path] if path else [], {"sentence": sentence, "correction_type": kind})
         )  # fmt: skip
+    return signals
 
-    # 10 external reference
+
+def _external_reference(finished: _Finished) -> list[Signal]:
+    """External reference."""
+    pad = finished.pad
+    signals: list[Signal] = []
     for step, tool, query, edit_after in pad.external:
         if query:
             signals.append(
-                Signal("external_reference", query, step, T.module_of(edit_after) if edit_after else "",
+                Signal("external_reference", query, step, text_rules.module_of(edit_after) if edit_after else "",
                        [edit_after] if edit_after else [], {"tool": tool, "query": query, "edited": edit_after})
             )  # fmt: skip
+    return signals
 
-    # 11 glob then ignore
+
+def _glob_ignore(finished: _Finished) -> list[Signal]:
+    """Glob then ignore."""
+    pad = finished.pad
+    signals: list[Signal] = []
     for pattern, (returned, read, step) in pad.globs.items():
         if returned >= 3 and read / returned < 0.1:
             signals.append(
@@ -210,23 +291,33 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
                     {"pattern": pattern, "returned": returned, "read": read},
                 )
             )
+    return signals
 
-    # 12 import chase
+
+def _import_chase(finished: _Finished) -> list[Signal]:
+    """Import chase."""
+    pad = finished.pad
+    signals: list[Signal] = []
     for parent, child, steps_between in pad.chases:
         signals.append(
             Signal(
                 "import_chase",
                 f"{parent}\t{child}",
                 0,
-                T.module_of(parent),
+                text_rules.module_of(parent),
                 [parent, child],
                 {"steps": steps_between},
             )
         )
+    return signals
 
-    # 13 test order
+
+def _test_order(finished: _Finished) -> list[Signal]:
+    """Test order."""
+    pad = finished.pad
+    signals: list[Signal] = []
     if pad.impl_files and (pad.test_files or pad.test_read_step is not None or pad.test_run_step is not None):
-        module = T.module_of(pad.impl_files[0])
+        module = text_rules.module_of(pad.impl_files[0])
         first_test = min((s for s in (pad.test_read_step, pad.test_run_step) if s is not None), default=None)
         test_first = (
             first_test is not None and pad.impl_edit_step is not None and first_test < pad.impl_edit_step
@@ -235,22 +326,31 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
             Signal("test_order", module, 0, module, pad.test_files[:3] + pad.impl_files[:3],
                    {"test_first": test_first}, total=1 if test_first else 0)
         )  # fmt: skip
+    return signals
 
-    # 14 config touch: a config file edited together with other files, keyed by the module of the
-    # edit nearest to it (the change it was part of)
+
+def _config_touch(finished: _Finished) -> list[Signal]:
+    """Config touch: a config file edited together with other files, keyed by the module of the edit nearest to it (the change it was part of)."""
+    pad, files, edited = finished.pad, finished.pad.files, finished.edited
+    signals: list[Signal] = []
     others = [p for p in edited if p not in pad.configs_edited]
     for config in pad.configs_edited:
         if others and config in files:
             at = files[config][4]
             nearest = min(others, key=lambda p: abs(files[p][4] - at))
-            module = T.module_of(nearest)
+            module = text_rules.module_of(nearest)
             with_ = [nearest, *(p for p in others if p != nearest)][:5]
             signals.append(
                 Signal("config_touch", f"{config}\t{module}", 0, module, [config, *with_],
-                       {"config": config, "config_kind": T.config_kind(config), "edited_with": with_})
+                       {"config": config, "config_kind": text_rules.config_kind(config), "edited_with": with_})
             )  # fmt: skip
+    return signals
 
-    # 15 step overrun (planned vs actual; every planned session feeds calibration)
+
+def _step_overrun(finished: _Finished) -> list[Signal]:
+    """Step overrun (planned vs actual; every planned session feeds calibration)."""
+    pad, steps = finished.pad, finished.steps
+    signals: list[Signal] = []
     actual = steps or pad.step
     if pad.planned_steps and actual:
         modules = pad.modules()
@@ -260,8 +360,13 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
             Signal("step_overrun", module, 0, module, [], {"planned": pad.planned_steps, "actual": actual,
                    "ratio": round(ratio, 2), "overrun": ratio >= OVERRUN_RATIO}, total=actual, total2=pad.planned_steps)
         )  # fmt: skip
+    return signals
 
-    # 17 context-token spike (16, parallel conflict, needs other sessions: see promotion)
+
+def _context_token_spike(finished: _Finished) -> list[Signal]:
+    """Context-token spike (16, parallel conflict, needs other sessions: see promotion)."""
+    pad, files = finished.pad, finished.pad.files
+    signals: list[Signal] = []
     tokens_in, _out, peak, _n = pad.tokens
     files_read = sum(1 for e in files.values() if e[0]) or 1
     if tokens_in:
@@ -274,8 +379,29 @@ def derive(pad: Scratchpad, *, outcome: str = "", steps: int | None = None) -> l
                    "tokens_per_file": round(per_file), "peak": peak, "spike": spike},
                    total=tokens_in, total2=1 if spike else 0)
         )  # fmt: skip
-
     return signals
+
+
+# One detector per signal class, in the order their signals are listed (the parallel conflict
+# needs other sessions: parallel_conflicts).
+DETECTORS: tuple[Callable[[_Finished], list[Signal]], ...] = (
+    _file_access,
+    _co_access,
+    _error_retry,
+    _backtrack,
+    _read_abandon,
+    _repeated_grep,
+    _sequence,
+    _time_anomaly,
+    _self_correction,
+    _external_reference,
+    _glob_ignore,
+    _import_chase,
+    _test_order,
+    _config_touch,
+    _step_overrun,
+    _context_token_spike,
+)
 
 
 def parallel_conflicts(pad: Scratchpad, sibling_edits: dict[str, list[str]]) -> list[Signal]:
@@ -286,6 +412,6 @@ def parallel_conflicts(pad: Scratchpad, sibling_edits: dict[str, list[str]]) -> 
         for path in mine.intersection(files):
             found.setdefault(path, []).append(session_id)
     return [
-        Signal("parallel_conflict", path, 0, T.module_of(path), [path], {"sessions": sessions})
+        Signal("parallel_conflict", path, 0, text_rules.module_of(path), [path], {"sessions": sessions})
         for path, sessions in sorted(found.items())
     ]

@@ -14,10 +14,11 @@ from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 from django_q.tasks import _sync
 
-from apps.memories import embeddings, services
-from apps.memories.embeddings import HashingEmbeddings, cache_key, embed_cached
+from apps.memories import services
+from apps.memories.embedding import providers
+from apps.memories.embedding.providers import HashingEmbeddings, cache_key, embed_cached
 from apps.memories.models import EmbeddingCache, EmbeddingStatus, Memory
-from apps.memories.search import search
+from apps.memories.search import SearchRequest, search
 from tests.memories.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -139,7 +140,7 @@ def test_a_rolled_back_memory_queues_no_embedding(alice, queued_embedding):
 
 
 def test_a_provider_that_fails_leaves_the_memory_stored_and_failed(alice, api_client, monkeypatch):
-    monkeypatch.setattr(embeddings, "get_provider", BrokenEmbeddings)
+    monkeypatch.setattr(providers, "get_provider", BrokenEmbeddings)
     response = api_client(alice.key).post(
         f"projects/{alice.project.id}/memories", {"type": "gotcha", "content": "Embedding will fail."}
     )
@@ -153,7 +154,7 @@ def test_a_provider_that_fails_leaves_the_memory_stored_and_failed(alice, api_cl
 
 def test_a_failed_memory_is_ready_once_the_provider_works_again(alice, monkeypatch):
     with monkeypatch.context() as patched:
-        patched.setattr(embeddings, "get_provider", BrokenEmbeddings)
+        patched.setattr(providers, "get_provider", BrokenEmbeddings)
         memory = make_memory(alice, content="Retry me later.")
     assert Memory.objects.get(id=memory.id).embedding_status == EmbeddingStatus.FAILED
     assert services.memories_embed([memory.id]) == 1
@@ -175,7 +176,7 @@ def test_a_vector_of_text_edited_while_the_model_ran_is_not_stored(alice, monkey
             return super().embed(texts)
 
     provider = EditedMeanwhile()
-    monkeypatch.setattr(embeddings, "get_provider", lambda: provider)
+    monkeypatch.setattr(providers, "get_provider", lambda: provider)
     EmbeddingCache.objects.all().delete()  # (so the model runs)
     assert services.memories_embed([memory.id]) == 0  # it embedded the old text: dropped
     memory.refresh_from_db()  # what the edit's own task stored (in this sync setup, at once) stays
@@ -198,7 +199,7 @@ def test_a_failure_on_text_edited_meanwhile_leaves_the_new_texts_vector(alice, m
             )
             raise RuntimeError("timeout")
 
-    monkeypatch.setattr(embeddings, "get_provider", EditedThenFailing)
+    monkeypatch.setattr(providers, "get_provider", EditedThenFailing)
     EmbeddingCache.objects.all().delete()  # (so the model runs)
     assert services.memories_embed([memory.id]) == 0
     memory.refresh_from_db()
@@ -224,7 +225,9 @@ def test_vectors_of_another_model_are_never_compared(alice):
         # the model filter, not about the ANN index (full of rolled-back rows from earlier tests).
         cursor.execute("ANALYZE memories_memory")
 
-    result = search(principal=alice.principal, project=alice.project, query="verifyJwt clock skew", limit=8)
+    result = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="verifyJwt clock skew", limit=8)
+    )
 
     assert result.rankings["dense"] == [str(same.id)]
     assert set(result.rankings["keyword"]) == {str(same.id), str(other.id)}

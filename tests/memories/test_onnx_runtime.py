@@ -15,9 +15,9 @@ import torch
 from django.core.management import CommandError, call_command
 from django.core.management.base import SystemCheckError
 
-from apps.memories import embeddings, onnx_encoder
 from apps.memories.checks import embedding_settings
-from apps.memories.embeddings import LocalMiniLM
+from apps.memories.embedding import onnx_runtime, providers
+from apps.memories.embedding.providers import LocalMiniLM
 
 TEXTS = [
     "Deploys rotate the cache key prefix; warm the cache before switching traffic.",
@@ -30,7 +30,7 @@ TEXTS = [
 
 
 def _model():
-    return embeddings._sentence_transformer()
+    return providers._sentence_transformer()
 
 
 def _hidden(model, texts):
@@ -48,7 +48,7 @@ def onnx_dir(settings, tmp_path):
     settings.EMBEDDING_ONNX_DIR = str(tmp_path)
     settings.EMBEDDING_LOCAL_RUNTIME = "onnx"
     yield tmp_path
-    embeddings._onnx_encoder.cache_clear()  # (each session holds its graph, ~90 MB)
+    providers._onnx_encoder.cache_clear()  # (each session holds its graph, ~90 MB)
 
 
 def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(settings, onnx_dir):
@@ -58,8 +58,8 @@ def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(setting
         provider.embed_with_tokens(TEXTS),
         provider.embed_with_tokens(TEXTS, query=True),
     )
-    encoder = embeddings.local_encoder()
-    assert isinstance(encoder, onnx_encoder.OnnxEncoder)  # the comparison is not torch with itself
+    encoder = providers.local_encoder()
+    assert isinstance(encoder, onnx_runtime.OnnxEncoder)  # the comparison is not torch with itself
     assert list(onnx_dir.glob("minilm-*.onnx")) == [encoder.path]
     assert encoder.session.get_session_options().enable_cpu_mem_arena is False
     # ... and what sentence-transformers itself makes of the texts, as vectors were stored before
@@ -88,15 +88,15 @@ def test_onnx_runtime_gives_the_vectors_and_token_embeddings_torch_gives(setting
 
 def test_tracing_leaves_the_process_model_answering_as_before(tmp_path):
     model = _model()
-    before = _hidden(model, onnx_encoder.PROBE)
+    before = _hidden(model, onnx_runtime.PROBE)
     abandoned, writing = tmp_path / "graph.onnx1234.part", tmp_path / "graph.onnx5678.part"
     foreign = tmp_path / "download.part"  # (not a trace: not this module's to remove)
     for part in (abandoned, writing, foreign):
         part.write_bytes(b"partial")
     for part in (abandoned, foreign):
         os.utime(part, (time.time() - 7200, time.time() - 7200))
-    onnx_encoder.export(model, tmp_path / "graph.onnx")
-    assert np.array_equal(_hidden(model, onnx_encoder.PROBE), before)
+    onnx_runtime.export(model, tmp_path / "graph.onnx")
+    assert np.array_equal(_hidden(model, onnx_runtime.PROBE), before)
     # no part file of its own left behind, an abandoned trace removed, one in progress kept
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "download.part",
@@ -106,8 +106,8 @@ def test_tracing_leaves_the_process_model_answering_as_before(tmp_path):
 
 
 def test_threads_that_first_embed_together_trace_the_graph_once(settings, onnx_dir, monkeypatch):
-    traced, trace = [], onnx_encoder.export
-    monkeypatch.setattr(onnx_encoder, "export", lambda model, path: traced.append(path) or trace(model, path))
+    traced, trace = [], onnx_runtime.export
+    monkeypatch.setattr(onnx_runtime, "export", lambda model, path: traced.append(path) or trace(model, path))
     start, results = threading.Barrier(4), []
 
     def first_embed():
@@ -120,30 +120,30 @@ def test_threads_that_first_embed_together_trace_the_graph_once(settings, onnx_d
     for thread in threads:
         thread.join()
     assert len(traced) == 1 and len(results) == 4
-    assert isinstance(embeddings.local_encoder(), onnx_encoder.OnnxEncoder)
+    assert isinstance(providers.local_encoder(), onnx_runtime.OnnxEncoder)
     assert all(np.array_equal(result, results[0]) for result in results)
 
 
 def test_a_kept_graph_is_loaded_and_a_damaged_one_traced_again(tmp_path, monkeypatch):
-    model, model_dir = _model(), embeddings._model_dir()
-    first = onnx_encoder.load(model, model_dir, tmp_path, 1)
+    model, model_dir = _model(), providers._model_dir()
+    first = onnx_runtime.load(model, model_dir, tmp_path, 1)
     assert first is not None
-    traced, trace = [], onnx_encoder.export
-    monkeypatch.setattr(onnx_encoder, "export", lambda model, path: traced.append(path) or trace(model, path))
-    assert onnx_encoder.load(model, model_dir, tmp_path, 1) is not None
+    traced, trace = [], onnx_runtime.export
+    monkeypatch.setattr(onnx_runtime, "export", lambda model, path: traced.append(path) or trace(model, path))
+    assert onnx_runtime.load(model, model_dir, tmp_path, 1) is not None
     assert traced == []  # the kept graph, not a new trace
 
     first.path.write_bytes(b"not an onnx graph")
-    again = onnx_encoder.load(model, model_dir, tmp_path, 1)
+    again = onnx_runtime.load(model, model_dir, tmp_path, 1)
     assert again is not None and len(traced) == 1
     assert again.path.stat().st_size > 10_000_000
-    assert onnx_encoder.agrees(again, model)
+    assert onnx_runtime.agrees(again, model)
 
 
 def test_torch_is_kept_when_no_graph_agrees_with_it(settings, onnx_dir, monkeypatch, caplog):
-    monkeypatch.setattr(onnx_encoder, "agrees", lambda encoder, model: False)
-    with caplog.at_level(logging.WARNING, logger="apps.memories.onnx_encoder"):
-        encoder = embeddings.local_encoder()
+    monkeypatch.setattr(onnx_runtime, "agrees", lambda encoder, model: False)
+    with caplog.at_level(logging.WARNING, logger="apps.memories.embedding.onnx_runtime"):
+        encoder = providers.local_encoder()
     assert encoder is None
     assert "disagrees with torch" in caplog.text and "runs on torch" in caplog.text
 
@@ -155,7 +155,7 @@ def test_torch_is_kept_when_no_graph_agrees_with_it(settings, onnx_dir, monkeypa
 
 def test_an_unknown_runtime_or_provider_is_a_configuration_error_found_at_start(settings):
     with pytest.raises(ValueError, match="EMBEDDING_LOCAL_RUNTIME must be onnx or torch"):
-        embeddings.local_encoder("tensorrt")
+        providers.local_encoder("tensorrt")
     assert embedding_settings(None) == []
     settings.EMBEDDING_LOCAL_RUNTIME, settings.EMBEDDING_PROVIDER = "", "cohere"
     assert [error.id for error in embedding_settings(None)] == ["memories.E001"]
@@ -195,6 +195,6 @@ def test_prepare_embeddings_traces_the_graph_ahead_of_first_use(settings, onnx_d
     assert [str(p) for p in onnx_dir.glob("minilm-*.onnx")] == [summary["graph"]]
 
     settings.EMBEDDING_ONNX_DIR = str(onnx_dir / "other")
-    monkeypatch.setattr(onnx_encoder, "agrees", lambda encoder, model: False)
+    monkeypatch.setattr(onnx_runtime, "agrees", lambda encoder, model: False)
     with pytest.raises(CommandError, match="No ONNX graph agrees with torch"):
         call_command("prepare_embeddings")
