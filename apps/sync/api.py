@@ -231,10 +231,12 @@ class ConflictQuery(QuerySchema):
     status: Literal["open", "resolved", "all"] = "open"
 
 
-class ResolveIn(InputSchema):
+class ConflictResolveIn(InputSchema):
     keep: Literal["mine", "theirs", "merge"]
     base_version: int = Field(ge=1, description="The memory version you decided against (`current_version`).")
-    fields: UpdatableFields | None = Field(None, description="For `merge`: the fields the merge keeps.")
+    fields: UpdatableFields | None = Field(
+        None, description="For `merge`: the fields the merge sets (none: the memory stays as it is now)."
+    )
 
 
 def conflict_out(conflict) -> dict[str, Any]:
@@ -288,15 +290,13 @@ def conflicts_get(request, conflict_id: UUID):
         " (`stale_base`; `details.current_version` and `details.current` say how it is now)."
     ),
 )
-def conflicts_resolve(request, conflict_id: UUID, body: ResolveIn):
+def conflicts_resolve(request, conflict_id: UUID, body: ConflictResolveIn):
     """Decide a conflict: keep the device's version (`mine`), the server's (`theirs`), or a
     `merge` you edited (`fields`). `mine` and `merge` make a new version of the memory, which
     every replica pulls at its next sync; `theirs` changes nothing and closes the conflict. The
     device's person, the memory's owner and stewards may resolve (others: 403)."""
     found = selectors.conflict_get(principal=request.auth, conflict_id=conflict_id)
     merged = body.fields.model_dump(exclude_none=True) if body.fields is not None else None
-    if body.keep == "merge" and not merged:
-        raise Invalid("A merge needs the fields it keeps.", details={"field": "fields"})
     resolved = conflicts.conflict_resolve(
         conflict=found, actor=request.auth, keep=body.keep, base_version=body.base_version, merged=merged
     )

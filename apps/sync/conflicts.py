@@ -188,9 +188,8 @@ def conflict_resolve(
         result_version = None
     elif keep in (ConflictResolution.MINE, ConflictResolution.MERGE):
         changes = conflict.mine if keep == ConflictResolution.MINE else (merged or {})
-        if not changes:
-            raise Invalid("A merge needs the fields it keeps.", details={"field": "fields"})
-        memory = memory_update(memory=memory, actor=actor, changes=changes, change="conflict_resolved")
+        if changes:  # (a merge that sets nothing keeps the memory as it is now)
+            memory = memory_update(memory=memory, actor=actor, changes=changes, change="conflict_resolved")
         result_version = memory.version
     else:
         raise Invalid("keep is one of mine, theirs, merge.", details={"field": "keep"})

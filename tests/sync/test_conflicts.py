@@ -188,8 +188,8 @@ def test_a_stale_base_a_viewer_an_outsider_and_a_bad_merge_are_refused(
         api_client(other_member.key).post(path, {"keep": "mine", "base_version": version}).status_code == 403
     )
     assert api_client(charlie.key).post(path, {"keep": "mine", "base_version": version}).status_code == 404
-    empty = api_client(bob.key).post(path, {"keep": "merge", "base_version": version})
-    assert empty.status_code == 422
+    unknown = api_client(bob.key).post(path, {"keep": "both", "base_version": version})
+    assert unknown.status_code == 422
     assert SyncConflict.objects.get(pk=conflict.pk).status == "open"
     assert Memory.objects.get(id=memory.id).content == "Deploys run at 09:30."
 
