@@ -25,6 +25,7 @@ from apps.tenants.api import router as tenants_router
 from apps.tenants.auth import principal_auth
 from apps.tenants.device_api import router as device_router
 from apps.tenants.ratelimit.throttle import refusal_of, request_throttle
+from apps.tenants.team_api import router as team_router
 from memorysaas.kernel.errors import (
     DATABASE_UNAVAILABLE,
     UNREADABLE_REQUEST,
@@ -233,6 +234,7 @@ def on_does_not_exist(request, exc):
 # module is missing is an import error here, not a silently absent part of the API.
 api.add_router("", tenants_router)
 api.add_router("", device_router)
+api.add_router("", team_router)
 api.add_router("", memories_router)
 api.add_router("", observer_router)
 api.add_router("", graph_router)

@@ -8,13 +8,14 @@ from typing import Any
 from uuid import UUID
 
 from apps.agents import hooks as H
+from apps.memories.onboarding import onboarding_for, onboarding_text
 from apps.memories.selectors import memories_visible
 from apps.memories.services import memories_record_access
 from apps.memories.thresholds import injection_min_confidence
 from apps.observer import injection, selectors
 from apps.observer import services as observer
 from apps.observer.models import Session
-from apps.tenants.models import Project
+from apps.tenants.models import OnboardingSurface, Project
 from apps.tenants.principal import Principal
 
 TOP_GOTCHAS = 5
@@ -33,7 +34,13 @@ def start_plan(*, principal: Principal, session_id: UUID, gotchas: bool) -> str:
             session_id=session.id, project=session.project, memory_ids=[g["id"] for g in top]
         )
         memories_record_access(memory_ids=new or [])
-    return H.start_plan_text(plan, top)
+    text = H.start_plan_text(plan, top)
+    if gotchas:  # (SessionStart: a newcomer's first session also gets the project's welcome)
+        welcome = onboarding_for(
+            principal=principal, project=session.project, surface=OnboardingSurface.AGENT
+        )
+        text = "\n\n".join(part for part in (onboarding_text(welcome), text) if part)
+    return text
 
 
 def top_gotchas(principal: Principal, session: Session) -> list[dict[str, Any]]:

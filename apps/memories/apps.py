@@ -12,6 +12,11 @@ class MemoriesConfig(AppConfig):
 
         register_neighbour_provider(co_mentioned_files)
 
+        from apps.memories.teams import follow_project_team
+        from apps.tenants.teams import on_project_team_changed
+
+        on_project_team_changed(follow_project_team)
+
         from django.db.backends.signals import connection_created
 
         from apps.memories.vectors import set_session_search_params

@@ -11,6 +11,7 @@ from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
+from apps.memories.onboarding import with_onboarding
 from apps.memories.validation import clean_paths, from_root
 from apps.observer import injection, selectors, services
 from apps.observer.models import Outcome, Session, SessionStatus, SessionType
@@ -439,6 +440,11 @@ class ContextOut(OutputSchema):
     control_group: bool = Field(
         False, description="The session is in the A/B control group: it is served no memory."
     )
+    onboarding: list[str] = Field(
+        [],
+        description="Ids of the project's most important memories, shown once to a person new to it"
+        " (their first agent session) at the top of `text`.",
+    )
 
 
 # (Listed with the memories endpoints in the API docs, where it was first documented.)
@@ -457,7 +463,7 @@ def memories_context(request, project_id: UUID, payload: ContextIn):
         token_budget=payload.token_budget,
     )
     observe_search_stages("context", context["timings_ms"])
-    return context
+    return with_onboarding(context, principal=request.auth, project=project)
 
 
 @router.post("/projects/{project_id}/observer/git-log", response=GitLogOut)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.review import views
+from apps.review import conflicts, views
 
 P = "o/<slug:org_slug>/p/<slug:project_slug>/"
 M = f"{P}memories/<uuid:memory_id>/"
@@ -31,4 +31,9 @@ urlpatterns = [
     path(f"{P}teach/import/", views.teach_import, name="teach_import"),
     path(f"{P}ask/", views.ask, name="ask"),
     path(f"{P}connect/", views.connect, name="connect"),
+    path(f"{P}conflicts/", conflicts.conflicts, name="sync_conflicts"),
+    path(f"{P}conflicts/<uuid:conflict_id>/", conflicts.conflict_detail, name="sync_conflict"),
+    path(
+        f"{P}conflicts/<uuid:conflict_id>/resolve/", conflicts.conflict_resolve, name="sync_conflict_resolve"
+    ),
 ]

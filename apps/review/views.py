@@ -24,6 +24,7 @@ from memorysaas_client.connect import blocks as agent_blocks
 from apps.insights.selectors import TOKENS_WINDOW_DAYS
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
+from apps.memories.onboarding import onboarding_for
 from apps.memories.selectors import is_author, memories_visible
 from apps.observer.selectors import session_in_project
 from apps.review import health, selectors, services
@@ -40,6 +41,7 @@ from apps.review.forms import (
 from apps.review.rules_import import MAX_RULES, Rule, parse_rules, recipe_from_text, steps_text
 from apps.tenants import services as tenant_services
 from apps.tenants.dashboard import posted_text, project_page
+from apps.tenants.models import OnboardingSurface
 from apps.tenants.roles import Perm
 from memorysaas.kernel.errors import ApiError
 
@@ -101,6 +103,9 @@ def health_dashboard(request, project):
             "tokens_window_days": TOKENS_WINDOW_DAYS,
             "active_days": health.ACTIVE_DAYS,
             "chars_per_token": health.CHARS_PER_TOKEN,
+            "welcome": onboarding_for(
+                principal=principal, project=project, surface=OnboardingSurface.DASHBOARD
+            ),
         },
     )
 

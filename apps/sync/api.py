@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -11,11 +12,11 @@ from pydantic import TypeAdapter, ValidationError, model_validator
 from apps.memories.models import Memory
 from apps.memories.selectors import memories_visible
 from apps.memories.validation import MemoryChanges, MemoryDraft
-from apps.sync import selectors, services
+from apps.sync import conflicts, selectors, services
 from apps.sync.feed import CURSOR_PATTERN, BadCursor, Cursor
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.kernel.errors import Forbidden, Invalid, field_errors
+from memorysaas.kernel.errors import Forbidden, Invalid, conflict, field_errors
 from memorysaas.kernel.ids import as_uuid
 from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema, refuse_unstorable
 
@@ -39,6 +40,11 @@ class PullOut(OutputSchema):
     changes: list[dict[str, Any]]
     cursor: str
     has_more: bool
+    open_conflicts: list[str] | None = Field(
+        None,
+        description="On the last page: the ids of the caller's conflicts in the project that still"
+        " wait for a person. A replica drops the ones no longer listed (decided elsewhere).",
+    )
 
 
 def _sync_project(request, project_id):
@@ -61,7 +67,13 @@ def pull(request, query: Query[PullQuery]):
         raise Invalid("The cursor is not one this server gave out.", details={"field": "cursor"}) from None
     result = selectors.changes_since(principal=principal, project=project, cursor=cursor, limit=query.limit)
     services.device_seen(principal)
-    return {"changes": result.changes, "cursor": result.cursor.encode(), "has_more": result.has_more}
+    waiting = None if result.has_more else selectors.open_conflict_ids(principal=principal, project=project)
+    return {
+        "changes": result.changes,
+        "cursor": result.cursor.encode(),
+        "has_more": result.has_more,
+        "open_conflicts": waiting,
+    }
 
 
 class UpdatableFields(MemoryChanges):
@@ -186,3 +198,109 @@ def _with_server_copies(principal, project, results: list[dict[str, Any]]) -> li
         else r
         for r in results
     ]
+
+
+class ConflictOut(OutputSchema):
+    id: UUID
+    memory_id: UUID
+    project_id: UUID
+    kind: str = Field(
+        description="`edit` (both edited a field) or `delete` (deleted on the device, edited here)."
+    )
+    fields: list[str]
+    status: str
+    resolution: str
+    author: str | None = Field(description="The email of the person whose device pushed the change.")
+    device: str
+    base_version: int
+    base: dict[str, Any] = Field(
+        description="The fields at the version both sides started from ({} if unknown)."
+    )
+    mine: dict[str, Any] = Field(description="What the device sent.")
+    theirs_version: int
+    theirs: dict[str, Any] = Field(description="The server's copy when the device pushed.")
+    current_version: int = Field(description="The memory's version now: send it back to resolve.")
+    current: dict[str, Any]
+    created_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str | None
+    result_version: int | None
+
+
+class ConflictQuery(QuerySchema):
+    status: Literal["open", "resolved", "all"] = "open"
+
+
+class ConflictResolveIn(InputSchema):
+    keep: Literal["mine", "theirs", "merge"]
+    base_version: int = Field(ge=1, description="The memory version you decided against (`current_version`).")
+    fields: UpdatableFields | None = Field(
+        None, description="For `merge`: the fields the merge sets (none: the memory stays as it is now)."
+    )
+
+
+def conflict_out(conflict) -> dict[str, Any]:
+    return {
+        "id": conflict.id,
+        "memory_id": conflict.memory_id,
+        "project_id": conflict.project_id,
+        "kind": conflict.kind,
+        "fields": conflict.fields,
+        "status": conflict.status,
+        "resolution": conflict.resolution,
+        "author": conflict.author.email if conflict.author else None,
+        "device": conflict.device_label,
+        "base_version": conflict.base_version,
+        "base": conflict.base,
+        "mine": conflict.mine,
+        "theirs_version": conflict.theirs_version,
+        "theirs": conflict.theirs,
+        "current_version": conflict.memory.version,
+        "current": conflicts.shown(conflict.memory),
+        "created_at": conflict.created_at,
+        "resolved_at": conflict.resolved_at,
+        "resolved_by": conflict.resolved_by.email if conflict.resolved_by else None,
+        "result_version": conflict.result_version,
+    }
+
+
+@router.get("/projects/{project_id}/sync/conflicts", response=list[ConflictOut])
+def conflicts_list(request, project_id: UUID, query: Query[ConflictQuery]):
+    """Offline edits the server could not merge, waiting for a person (`status=open`, the
+    default), with both versions and their common base."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    status = None if query.status == "all" else query.status
+    found = selectors.conflicts_for(principal=request.auth, project=project, status=status)[:200]
+    return [conflict_out(c) for c in found]
+
+
+@router.get("/sync/conflicts/{conflict_id}", response=ConflictOut)
+def conflicts_get(request, conflict_id: UUID):
+    conflict = selectors.conflict_get(principal=request.auth, conflict_id=conflict_id)
+    if not request.auth.has(conflict.organization_id, Perm.MEMORIES_READ):
+        raise Forbidden("This needs the 'memories:read' permission.")
+    return conflict_out(conflict)
+
+
+@router.post(
+    "/sync/conflicts/{conflict_id}/resolve",
+    response=ConflictOut,
+    openapi_extra=conflict(
+        "Already resolved (`already_resolved`), or the memory changed since `base_version`"
+        " (`stale_base`; `details.current_version` and `details.current` say how it is now)."
+    ),
+)
+def conflicts_resolve(request, conflict_id: UUID, body: ConflictResolveIn):
+    """Decide a conflict: keep the device's version (`mine`), the server's (`theirs`), or a
+    `merge` you edited (`fields`). `mine` and `merge` make a new version of the memory, which
+    every replica pulls at its next sync; `theirs` changes nothing and closes the conflict. The
+    device's person, the memory's owner and stewards may resolve (others: 403)."""
+    found = selectors.conflict_get(principal=request.auth, conflict_id=conflict_id)
+    merged = body.fields.model_dump(exclude_none=True) if body.fields is not None else None
+    resolved = conflicts.conflict_resolve(
+        conflict=found, actor=request.auth, keep=body.keep, base_version=body.base_version, merged=merged
+    )
+    resolved.memory = (
+        Memory.objects.filter(pk=resolved.memory_id).first() or resolved.memory
+    )  # (gone: as it was)
+    return conflict_out(resolved)

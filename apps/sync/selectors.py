@@ -11,8 +11,11 @@ from django.db import connection
 from apps.memories.models import Memory
 from apps.memories.selectors import memories_visible
 from apps.sync.feed import Cursor
+from apps.sync.models import ConflictStatus, SyncConflict
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
+from memorysaas.kernel.errors import NotFound
+from memorysaas.kernel.ids import as_uuid
 
 MAX_PULL = 500
 
@@ -131,3 +134,39 @@ def changes_since(*, principal: Principal, project: Project, cursor: Cursor, lim
             # org scope (whatever their scope now).
             pull.changes.append({"op": "delete", "id": str(memory_id)})
     return pull
+
+
+def conflicts_for(*, principal: Principal, project: Project, status: str | None = "open"):
+    """The project's conflicts on memories the principal may read, newest first."""
+    qs = (
+        SyncConflict.objects.visible_to(principal)
+        .filter(project=project, memory__in=Memory.objects.visible_to(principal))
+        .select_related("memory", "author", "resolved_by")
+    )
+    return qs.filter(status=status) if status else qs
+
+
+def conflict_get(*, principal: Principal, conflict_id: UUID | str) -> SyncConflict:
+    as_id = as_uuid(conflict_id)
+    conflict = (
+        SyncConflict.objects.visible_to(principal)
+        .filter(id=as_id, memory__in=Memory.objects.visible_to(principal))
+        .select_related("memory", "author", "resolved_by", "project__organization")
+        .first()
+        if as_id
+        else None
+    )
+    if conflict is None:
+        raise NotFound("No such conflict.")
+    return conflict
+
+
+def open_conflict_ids(*, principal: Principal, project: Project) -> list[str]:
+    """The open conflicts this principal's pushes made in `project` (a replica keeps its own
+    until they are decided, wherever they are decided)."""
+    mine = SyncConflict.objects.filter(project=project, status=ConflictStatus.OPEN)
+    if principal.user is not None:
+        mine = mine.filter(author=principal.user)
+    else:
+        mine = mine.filter(api_key=principal.api_key)
+    return [str(pk) for pk in mine.values_list("id", flat=True)]

@@ -1,10 +1,13 @@
 """Applying what a device pushes: new memories, edits made offline, deletions.
 
-Conflict policy: an edit based on the current version applies as is. An edit
-based on an older version is merged field by field against the version it was based on (kept in
-the memory's history): list fields (tags, files, modules) are united; any other field applies if
-only the device changed it; a field both sides changed to different values is a conflict, and
-then nothing of that edit is applied — the device gets the server's copy and asks its user.
+Conflict policy: an edit based on the current version applies as is. An edit based on an older
+version is merged field by field against the version it was based on (kept in the memory's
+history). List fields (tags, files) merge as sets against that base: what the device added is
+added, what it removed is removed, and the server's own additions and removals since stay (a
+field the history does not keep, modules, is united). Any other field applies if only the
+device changed it; a field both sides changed to different values is a conflict, and then
+nothing of that edit is applied: it waits, with both versions and the base, for a person
+(apps/sync/conflicts.py), and the device gets the server's copy meanwhile.
 A create carries a device-chosen `ref`, so a retried push does not create twice. A change that
 is not valid comes back `invalid` with the reason, and the rest of the push applies.
 """
@@ -22,7 +25,8 @@ from apps.memories.models import Memory
 from apps.memories.selectors import steward_fields
 from apps.memories.services import memory_create, memory_delete, memory_locked, memory_update
 from apps.memories.validation import MemoryDraft
-from apps.sync.models import PushRef
+from apps.sync.conflicts import conflict_record
+from apps.sync.models import ConflictKind, PushRef
 from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project
 from apps.tenants.principal import Principal
@@ -65,11 +69,11 @@ def merge(memory: Memory, base_version: int, fields: dict[str, Any]) -> tuple[di
     for name, mine in fields.items():
         theirs = getattr(memory, name)
         if name in UNION_FIELDS:
-            union = list(dict.fromkeys([*theirs, *mine]))
-            if len(union) > _max_items(name):
+            merged = set_merge(base.get(name), list(mine), list(theirs))
+            if len(merged) > _max_items(name):
                 conflicts.append(name)  # both sides added: together, more than a memory holds
-            else:
-                changes[name] = union
+            elif merged != list(theirs):
+                changes[name] = merged
         elif mine == theirs:
             continue
         elif name in base and base[name] == theirs:
@@ -77,6 +81,17 @@ def merge(memory: Memory, base_version: int, fields: dict[str, Any]) -> tuple[di
         else:
             conflicts.append(name)
     return changes, conflicts
+
+
+def set_merge(base: list[str] | None, mine: list[str], theirs: list[str]) -> list[str]:
+    """Three-way merge of a list used as a set: the server's list, without what the device
+    removed from the base, with what it added (in the device's order). Without a base (the
+    history does not keep the field) nothing can be known removed, and the lists are united."""
+    if base is None:
+        return list(dict.fromkeys([*theirs, *mine]))
+    removed = set(base) - set(mine)
+    added = [item for item in mine if item not in base]
+    return list(dict.fromkeys([*(item for item in theirs if item not in removed), *added]))
 
 
 def _ref_owner(project: Project, actor: Principal, ref: str) -> dict[str, Any]:
@@ -109,18 +124,53 @@ def _update(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[st
     fields, base_version = change["fields"], change["base_version"]
     if base_version == memory.version:
         memory = memory_update(memory=memory, actor=actor, changes=fields, change="synced")
-        return _result("applied", id=str(memory.id), version=memory.version)
+        result = _result("applied", id=str(memory.id), version=memory.version)
+        return _unchanged_copy(result, memory, base_version)
     changes, conflicts = merge(memory, base_version, fields)
     if conflicts:
-        return _result("conflict", id=str(memory.id), conflicts=conflicts, server=memory_payload(memory))
+        waiting = conflict_record(
+            memory=memory, actor=actor, base_version=base_version, mine=fields, fields=conflicts
+        )
+        return _result(
+            "conflict",
+            id=str(memory.id),
+            conflicts=conflicts,
+            conflict_id=str(waiting.pk),
+            server=memory_payload(memory),
+        )
+    before = memory.version
     if changes:
         memory = memory_update(memory=memory, actor=actor, changes=changes, change="synced")
-    return _result("merged", id=str(memory.id), version=memory.version, merged=sorted(changes))
+    result = _result("merged", id=str(memory.id), version=memory.version, merged=sorted(changes))
+    return _unchanged_copy(result, memory, before)
+
+
+def _unchanged_copy(result: dict[str, Any], memory: Memory, before: int) -> dict[str, Any]:
+    """An edit that made no new version (what it sent is what the server holds once cleaned, a
+    duplicate tag, a path spelled `./a.py`) puts nothing in the change feed: the device would
+    keep its own spelling forever. It gets the server's copy instead."""
+    if memory.version != before:
+        return result
+    return {**result, "server": memory_payload(memory)}
 
 
 def _delete(memory: Memory, actor: Principal, change: dict[str, Any]) -> dict[str, Any]:
     if change["base_version"] != memory.version:
-        return _result("conflict", id=str(memory.id), conflicts=["deleted"], server=memory_payload(memory))
+        waiting = conflict_record(
+            memory=memory,
+            actor=actor,
+            base_version=change["base_version"],
+            mine={},
+            fields=["deleted"],
+            kind=ConflictKind.DELETE,
+        )
+        return _result(
+            "conflict",
+            id=str(memory.id),
+            conflicts=["deleted"],
+            conflict_id=str(waiting.pk),
+            server=memory_payload(memory),
+        )
     memory_id = str(memory.id)  # Model.delete() clears the pk
     memory_delete(memory=memory, actor=actor)
     return _result("applied", id=memory_id)
@@ -230,7 +280,15 @@ def _apply(
     if memory is not None and change["base_version"] == seen and memory.version == produced:
         change = {**change, "base_version": memory.version}
     if memory is None:
-        return _result("gone" if op == "delete" else "not_found", id=change["id"])
+        if op == "delete":
+            return _result("gone", id=change["id"])  # (deleted on both sides: as the device meant)
+        # An edit to a memory deleted elsewhere (or no longer visible to this device) applies
+        # nowhere: the device is told, and shows it to its person as a rejected change.
+        return _result(
+            "not_found",
+            id=change["id"],
+            message="The memory was deleted on the server (or is no longer visible to you); this edit was not applied.",
+        )
     if op == "delete":
         return _delete(memory, actor, change) if can_delete(actor, memory) else _refused(memory)
     # What only a steward may change is left out of the edit; the rest applies.

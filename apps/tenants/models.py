@@ -540,3 +540,27 @@ class DeviceAuthorization(models.Model):
     @property
     def is_expired(self) -> bool:
         return self.expires_at <= timezone.now()
+
+
+class OnboardingSurface(models.TextChoices):
+    DASHBOARD = "dashboard", "First dashboard visit"
+    AGENT = "agent", "First agent session"
+
+
+class OnboardingServed(models.Model):
+    """A newcomer was shown a project's most important memories on one surface: once each, so
+    the row is the "once". (Which memories: apps/memories/onboarding.py.)"""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    surface = models.CharField(max_length=12, choices=OnboardingSurface.choices)
+    memory_ids = models.JSONField(default=list)
+    served_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project", "surface"], name="onboarding_once_per_surface")
+        ]
+
+    def __str__(self) -> str:
+        return f"onboarding of {self.user_id} in {self.project_id} ({self.surface})"

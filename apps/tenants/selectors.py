@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from apps.tenants.models import ApiKey, Invitation, Membership, Organization, Project, Team
+from apps.tenants.models import (
+    ApiKey,
+    Invitation,
+    Membership,
+    Organization,
+    Project,
+    Team,
+    TeamMembership,
+    User,
+)
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import Forbidden, NotFound
 from memorysaas.kernel.ids import as_uuid
@@ -91,3 +100,31 @@ def invitation_get(*, organization: Organization, invitation_id: str | UUID) -> 
 
 def teams_for(*, organization: Organization):
     return Team.objects.for_org(organization)
+
+
+def team_get(*, organization: Organization, ref: str | UUID) -> Team:
+    """One of the organization's teams, by slug or id; 404 otherwise."""
+    qs = teams_for(organization=organization)
+    as_id = as_uuid(ref)
+    team = qs.filter(id=as_id).first() if as_id else qs.filter(slug=str(ref)).first()
+    if team is None:
+        raise NotFound("No such team.")
+    return team
+
+
+def team_members_for(*, team: Team):
+    return TeamMembership.objects.filter(team=team).select_related("user").order_by("user__email")
+
+
+def org_member_get(*, organization: Organization, ref: str | int) -> User:
+    """A member of the organization by email address or user id; 404 for anyone else."""
+    members = members_for(organization=organization)
+    text = str(ref).strip()
+    membership = (
+        members.filter(user_id=int(text)).first()
+        if text.isdigit() and len(text) < 18
+        else members.filter(user__email__iexact=text).first()
+    )
+    if membership is None:
+        raise NotFound("No such member of this organization.", details={"field": "user"})
+    return membership.user

@@ -151,28 +151,6 @@ def project_create(
     return project
 
 
-@transaction.atomic
-def team_create(*, organization: Organization, actor: Principal, name: str) -> Team:
-    require(actor, organization.id, Perm.ADMIN)
-    team = Team.objects.create(
-        organization=organization,
-        name=name,
-        slug=unique_slug(Team.objects.filter(organization=organization), name),
-    )
-    audit_record(actor=actor, action="team.created", target=team)
-    return team
-
-
-@transaction.atomic
-def team_member_add(*, team: Team, actor: Principal, user: User) -> TeamMembership:
-    require(actor, team.organization_id, Perm.MEMBERS_MANAGE)
-    if not Membership.objects.filter(organization_id=team.organization_id, user=user).exists():
-        raise Invalid("Only members of the organization can join its teams.")
-    membership, _ = TeamMembership.objects.get_or_create(team=team, user=user)
-    audit_record(actor=actor, action="team.member_added", target=team, metadata={"user_id": user.pk})
-    return membership
-
-
 def _validate_scopes(scopes: Iterable[str]) -> list[str]:
     chosen = sorted(set(scopes))
     unknown = [s for s in chosen if s not in API_KEY_SCOPES]

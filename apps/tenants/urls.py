@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.tenants import account_views, device_views, views
+from apps.tenants import account_views, device_views, team_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,6 +17,30 @@ urlpatterns = [
         "o/<slug:org_slug>/invitations/<uuid:invitation_id>/revoke/",
         views.invitation_revoke,
         name="invitation_revoke",
+    ),
+    path("o/<slug:org_slug>/teams/", team_views.teams_page, name="teams"),
+    path("o/<slug:org_slug>/teams/new/", team_views.team_create, name="team_create"),
+    path("o/<slug:org_slug>/teams/<slug:team_slug>/rename/", team_views.team_rename, name="team_rename"),
+    path("o/<slug:org_slug>/teams/<slug:team_slug>/delete/", team_views.team_delete, name="team_delete"),
+    path(
+        "o/<slug:org_slug>/teams/<slug:team_slug>/members/",
+        team_views.team_member_add,
+        name="team_member_add",
+    ),
+    path(
+        "o/<slug:org_slug>/teams/<slug:team_slug>/members/<int:user_id>/remove/",
+        team_views.team_member_remove,
+        name="team_member_remove",
+    ),
+    path(
+        "o/<slug:org_slug>/teams/<slug:team_slug>/projects/",
+        team_views.team_project_assign,
+        name="team_project_assign",
+    ),
+    path(
+        "o/<slug:org_slug>/teams/<slug:team_slug>/projects/<uuid:project_id>/remove/",
+        team_views.team_project_remove,
+        name="team_project_remove",
     ),
     path("o/<slug:org_slug>/api-keys/", views.api_keys, name="api_keys"),
     path("o/<slug:org_slug>/api-keys/new/", views.api_key_create, name="api_key_create"),

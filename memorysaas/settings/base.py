@@ -294,6 +294,9 @@ HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
 # 43-46 with one).
 SEARCH_CONCURRENT = env_bool("SEARCH_CONCURRENT", True)
 SEARCH_CONCURRENT_WORKERS = env_int("SEARCH_CONCURRENT_WORKERS", max(1, len(os.sched_getaffinity(0)) - 1))
+# A person who joined the organization (or the project's team) this many days ago or less is shown
+# the project's most important memories once, on the dashboard and in their first agent session.
+ONBOARDING_WINDOW_DAYS = env_int("ONBOARDING_WINDOW_DAYS", 30)
 # The web server's admission gate (memorysaas/admission.py): requests worked on at once (below
 # the pool's size, which websockets and the health check draw on too), at most this many per
 # client (an API key, a session), and how many more a client may have waiting before it is

@@ -253,7 +253,11 @@ def test_a_push_applies_in_order_each_change_seeing_the_ones_before(alice, api_c
     assert results == [
         {"status": "applied", "id": str(memory.id), "version": 2},
         {"status": "applied", "id": str(memory.id)},
-        {"status": "not_found", "id": str(memory.id)},
+        {
+            "status": "not_found",
+            "id": str(memory.id),
+            "message": "The memory was deleted on the server (or is no longer visible to you); this edit was not applied.",
+        },
         {"status": "gone", "id": str(memory.id)},
     ]
     assert not Memory.objects.filter(id=memory.id).exists()

@@ -91,3 +91,57 @@ def _device_id(world):
 @page_param("export_id")
 def _export_id(world):
     return world.export_a.id
+
+
+@world_builder
+def teams(world) -> None:
+    from apps.tenants.models import Team, TeamMembership
+
+    team = Team.objects.create(organization=world.alice.org, name="Probe team", slug="probe-team")
+    TeamMembership.objects.create(team=team, user=world.bob.user)
+    world.objects["team_a"] = team
+
+
+@api_param("team")
+def _team(world):
+    return world.team_a.slug
+
+
+@page_param("team_slug")
+def _team_slug(world):
+    return world.team_a.slug
+
+
+@api_param("user_id")
+def _user_id(world):
+    return world.bob.user.pk
+
+
+@page_param("user_id")
+def _page_user_id(world):
+    return world.bob.user.pk
+
+
+@page_param("project_id")
+def _page_project_id(world):
+    return world.alice.project.id
+
+
+@api_request("POST", "/api/v1/orgs/{org}/teams")
+def _create_team(world):
+    return {"body": {"name": "Probe"}}
+
+
+@api_request("PATCH", "/api/v1/orgs/{org}/teams/{team}")
+def _rename_team(world):
+    return {"body": {"name": "Renamed"}}
+
+
+@api_request("POST", "/api/v1/orgs/{org}/teams/{team}/members")
+def _add_team_member(world):
+    return {"body": {"user": world.bob.user.email}}
+
+
+@api_request("POST", "/api/v1/orgs/{org}/teams/{team}/projects")
+def _assign_team_project(world):
+    return {"body": {"project_id": str(world.alice.project.id)}}

@@ -6,9 +6,12 @@ server's keyword search (`memorysaas_client.codetokens`, which the server import
 vector index (`F32_BLOB` + `vector_top_k`). Writes made offline (`remember`, `edit`, `forget`) change
 the replica at once and queue a change in the outbox; `sync` pushes the outbox, then pulls the
 change feed from the saved cursor. An edit the server refuses as a conflict is kept in
-`conflicts` with both versions, for the person to decide; the replica shows the
-server's copy meanwhile. A change the server finds invalid is moved to `rejected` with the reason
-(the replica takes the server's copy back, or drops a memory it never had), and the rest syncs.
+`conflicts` with both versions, for the person to decide (the dashboard, or `memorysaas
+resolve`); the replica shows the server's copy meanwhile, and drops the conflict at the sync after
+it was decided, wherever that was. A change the server finds invalid, and an edit to a memory
+deleted elsewhere, is moved to `rejected` with the reason (the replica takes the server's copy
+back, or drops a memory it no longer has), and the rest syncs: every change ends applied,
+merged, in `conflicts` or in `rejected`, and `SyncReport` counts each.
 
 The outbox holds at most one change per memory (a second edit folds into the queued one, forgetting
 drops what was queued for the memory), so it can be pushed in batches in any split.
@@ -73,7 +76,7 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_embedding ON memories (libsql_vector_idx(embedding));
 CREATE TABLE IF NOT EXISTS outbox (n INTEGER PRIMARY KEY AUTOINCREMENT, change TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS conflicts (
-    id TEXT PRIMARY KEY, fields TEXT NOT NULL, local TEXT NOT NULL, server TEXT NOT NULL
+    id TEXT PRIMARY KEY, fields TEXT NOT NULL, local TEXT NOT NULL, server TEXT NOT NULL, conflict_id TEXT
 );
 CREATE TABLE IF NOT EXISTS rejected (n INTEGER PRIMARY KEY, change TEXT NOT NULL, reason TEXT NOT NULL);
 """
@@ -115,6 +118,7 @@ def _checked(fields: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(values, str) or not all(isinstance(v, str) for v in values):
             raise InvalidChange(f"{name} must be a list of strings")
+        values = checked[name] = _cleaned(name, values)
         if len(values) > limit:
             raise InvalidChange(f"{name} holds at most {limit} entries")
     confidence = fields.get("confidence")
@@ -123,6 +127,23 @@ def _checked(fields: dict[str, Any]) -> dict[str, Any]:
     if _has_nul(fields):
         raise InvalidChange("a NUL (\\u0000) character cannot be stored")
     return checked
+
+
+def _cleaned(name: str, values: list[str]) -> list[str]:
+    """A list field as the server stores it: stripped, without empties or duplicates, order kept;
+    paths without a leading `./` and with forward slashes."""
+    cleaned = []
+    for value in values:
+        value = value.strip()
+        if name == "related_files":
+            value = value.replace("\\", "/")
+            while value.startswith("./"):
+                value = value[2:]
+            if not value.strip("/"):
+                continue
+        if value:
+            cleaned.append(value)
+    return list(dict.fromkeys(cleaned))
 
 
 def _has_nul(value: Any) -> bool:
@@ -162,12 +183,15 @@ _FIELDS = (
 @dataclass
 class SyncReport:
     pushed: int = 0
+    applied: int = 0  # pushed changes the server took as sent (a delete of what was already gone too)
+    merged: int = 0  # stale edits merged with what changed meanwhile, as the device meant them
     pulled: int = 0
     deleted: int = 0
     conflicts: int = 0
     forbidden: int = 0  # changes the server refused, whole or in part (pinning, deprecating and
     # deleting another's memory need a steward)
-    rejected: int = 0  # changes the server found invalid: moved to `Replica.rejected()`
+    rejected: int = 0  # changes the server found invalid, and edits to memories deleted elsewhere:
+    # moved to `Replica.rejected()`
     push_error: str | None = None  # why a push request failed (its changes stay queued); the
     # pull ran all the same
 
@@ -191,6 +215,9 @@ class Replica:
         self.dims = dims
         self.db = libsql.connect(path)
         self.db.executescript(_SCHEMA.format(dims=int(dims)))
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(conflicts)").fetchall()}
+        if "conflict_id" not in columns:  # (a replica from before conflicts were kept on the server)
+            self.db.execute("ALTER TABLE conflicts ADD COLUMN conflict_id TEXT")
         if self._meta("fts_terms") != FTS_TERMS:
             self._rebuild_fts()
         self.db.commit()
@@ -251,9 +278,19 @@ class Replica:
         return [(r[0], float(r[1])) for r in rows]
 
     def conflicts(self) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT id, fields, local, server FROM conflicts ORDER BY id").fetchall()
+        """Edits waiting for a person: `id` (the memory), `fields`, the `local` version, the
+        `server`'s, and the server's `conflict_id` to resolve it by."""
+        rows = self.db.execute(
+            "SELECT id, fields, local, server, conflict_id FROM conflicts ORDER BY id"
+        ).fetchall()
         return [
-            {"id": r[0], "fields": json.loads(r[1]), "local": json.loads(r[2]), "server": json.loads(r[3])}
+            {
+                "id": r[0],
+                "fields": json.loads(r[1]),
+                "local": json.loads(r[2]),
+                "server": json.loads(r[3]),
+                "conflict_id": r[4],
+            }
             for r in rows
         ]
 
@@ -338,9 +375,19 @@ class Replica:
                     report.deleted += 1
             cursor = page["cursor"]
             self._set_meta("cursor", cursor)
+            if not page["has_more"] and page.get("open_conflicts") is not None:
+                self._drop_decided(page["open_conflicts"])
             self.db.commit()  # each page is applied with its cursor, or not at all
             if not page["has_more"]:
                 return report
+
+    def _drop_decided(self, still_open: list[str]) -> None:
+        """Conflicts decided since (here or anywhere): their outcome came with this pull."""
+        for memory_id, conflict_id in self.db.execute(
+            "SELECT id, conflict_id FROM conflicts WHERE conflict_id IS NOT NULL"
+        ).fetchall():
+            if conflict_id not in still_open:
+                self.db.execute("DELETE FROM conflicts WHERE id = ?", (memory_id,))
 
     def _waiting(self) -> dict[str, dict[str, Any] | None]:
         """Memories with changes still queued: the fields their edits set, or None for one the
@@ -408,7 +455,26 @@ class Replica:
         report.forbidden += refused
         if change["op"] == "create" and status in ("applied", "invalid"):
             self._remove(change["ref"])  # the pull brings it back under its server id (if it has one)
-        if status == "invalid":
+        if status in ("applied", "gone") and not refused:
+            report.applied += 1
+        elif status == "merged" and not refused:
+            report.merged += 1
+        if status in ("applied", "merged") and result.get("server") and not refused:
+            self._store(result["server"])  # (an edit that changed nothing: the server's spelling)
+        if status == "not_found":  # an edit to a memory deleted elsewhere: shown, not dropped
+            local = self.get(change["id"])
+            reason = {
+                "message": result.get("message")
+                or "The memory was deleted on the server; this edit was not applied.",
+                "details": {"status": "not_found", "local": local},
+            }
+            self.db.execute(
+                "INSERT OR REPLACE INTO rejected (n, change, reason) VALUES (?, ?, ?)",
+                (n, json.dumps(change), json.dumps(reason)),
+            )
+            self._remove(change["id"])
+            report.rejected += 1
+        elif status == "invalid":
             reason = {"message": result.get("message", ""), "details": result.get("details")}
             self.db.execute(
                 "INSERT OR REPLACE INTO rejected (n, change, reason) VALUES (?, ?, ?)",
@@ -422,9 +488,9 @@ class Replica:
         elif status == "conflict":
             local = self.get(change["id"]) or {}
             self.db.execute(
-                "INSERT OR REPLACE INTO conflicts (id, fields, local, server) VALUES (?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO conflicts (id, fields, local, server, conflict_id) VALUES (?, ?, ?, ?, ?)",
                 (change["id"], json.dumps(result["conflicts"]), json.dumps({**local, **change.get("fields", {})}),
-                 json.dumps(result["server"])),
+                 json.dumps(result["server"]), result.get("conflict_id")),
             )  # fmt: skip
             self._store(result["server"])
             report.conflicts += 1

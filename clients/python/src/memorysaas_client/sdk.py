@@ -203,6 +203,27 @@ class Sync:
         body = {"project_id": str(project_id), "changes": list(changes)}
         return self.http.request("POST", "sync/push", json=body, idempotent=True)["results"]
 
+    def conflicts(self, project_id: Id, *, status: str = "open") -> list[dict[str, Any]]:
+        """Offline edits the server could not merge: both versions, their base, the memory now."""
+        params = {"status": status}
+        return self.http.request(
+            "GET", f"projects/{project_id}/sync/conflicts", params=params, idempotent=True
+        )
+
+    def conflict(self, conflict_id: Id) -> dict[str, Any]:
+        return self.http.request("GET", f"sync/conflicts/{conflict_id}", idempotent=True)
+
+    def resolve(
+        self, conflict_id: Id, *, keep: str, base_version: int, fields: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Keep `mine`, `theirs`, or a `merge` of `fields`, decided against the memory at
+        `base_version` (a conflict's `current_version`): 409 if it moved on or was decided."""
+        body: dict[str, Any] = {"keep": keep, "base_version": base_version}
+        if fields is not None:
+            body["fields"] = fields
+        # (not retried once sent: a retry would find it decided and answer 409)
+        return self.http.request("POST", f"sync/conflicts/{conflict_id}/resolve", json=body, idempotent=False)
+
 
 class DeviceLogin:
     """The RFC 8628 device authorization grant, as the service speaks it (no key needed)."""

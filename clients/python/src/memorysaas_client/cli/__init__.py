@@ -5,6 +5,8 @@
     memorysaas search "jwt clock skew"    # the service, or the offline replica when it is away
     memorysaas context "add rate limiting to login" --file auth/views.py
     memorysaas sync [--watch]             # push offline work, pull the change feed
+    memorysaas conflicts                  # offline edits waiting for a person
+    memorysaas resolve 3f2a1b4c --keep mine   # or --keep theirs, or --content "…" for a merge
     memorysaas index [--full]             # the repository's changed files to the code graph
     memorysaas export --format markdown -o memories.md
     memorysaas connect claude-code        # or codex, cursor: hooks and MCP entries, merged in
@@ -19,7 +21,7 @@ from __future__ import annotations
 import click
 
 # Each module registers its commands on the group.
-from memorysaas_client.cli import account, agents, indexing, memories, syncing  # noqa: F401
+from memorysaas_client.cli import account, agents, conflicts, indexing, memories, syncing  # noqa: F401
 from memorysaas_client.cli.group import main
 
 
