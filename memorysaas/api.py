@@ -233,6 +233,7 @@ def _register_routers() -> None:
         "apps.governance.api",
         "apps.sync.api",
         "apps.insights.api",
+        "apps.webhooks.api",
         "apps.agents.api",
     ):
         try:

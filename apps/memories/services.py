@@ -56,6 +56,7 @@ from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
+from memorysaas.kernel import events as org_events
 from memorysaas.kernel.errors import ApiError, Conflict, Invalid, NotFound, field_errors
 from memorysaas.kernel.queue import DATABASE_ERRORS
 from memorysaas.kernel.realtime import publish_many
@@ -699,6 +700,9 @@ def memories_create_batch(
     _announce(
         project.id, ("memory.created", memories), ("review.needed", [m for m in memories if m.needs_review])
     )
+    org_events.emit(
+        project.organization_id, "memory.review_needed", org_events.review_payload(project.id, memories)
+    )
     return memories
 
 
@@ -1044,6 +1048,11 @@ def memory_feedback(
     _save_change(memory, actor, f"feedback_{kind}", changed)
     if newly_needs_review:
         _announce(memory.project_id, ("review.needed", [memory]))
+        org_events.emit(
+            memory.organization_id,
+            "memory.review_needed",
+            org_events.review_payload(memory.project_id, [memory]),
+        )
     audit_record(actor=actor, action=f"memory.feedback.{kind}", target=memory)
     return memory
 
