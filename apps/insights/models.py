@@ -1,1 +1,3 @@
 """Models of this app."""
+
+from apps.insights.history import HealthSnapshot, RetrievalSample, SynthesisOptOut, WeeklySynthesis  # noqa: F401

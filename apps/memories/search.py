@@ -68,6 +68,7 @@ from apps.memories.selectors import memories_visible, relations_seen_by
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
+from memorysaas.kernel import latency
 from memorysaas.kernel.errors import Invalid
 
 logger = logging.getLogger(__name__)
@@ -766,7 +767,7 @@ def search(
         weights=weights,
         hits=hits,
         candidates={**{p: len(r) for p, r in rankings.items()}, "fused": len(fused)},
-        timings_ms=clock.total(),
+        timings_ms=latency.record(project.id, "search", clock.total()),
         reranker=reranker,
         rankings=ranked_ids,
         rrf_weights=rrf_weights,

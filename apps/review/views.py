@@ -21,6 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from memorysaas_client.connect import blocks as agent_blocks
 
+from apps.insights.views import health_page_charts
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.selectors import is_author, memories_visible
@@ -100,6 +101,7 @@ def health_dashboard(request, project):
             "discovery_tokens": health.DISCOVERY_TOKENS,
             "active_days": health.ACTIVE_DAYS,
             "chars_per_token": health.CHARS_PER_TOKEN,
+            **health_page_charts(project),
         },
     )
 

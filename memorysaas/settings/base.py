@@ -226,6 +226,7 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
     ("vendor/htmx-ext-ws", BASE_DIR / "node_modules" / "htmx-ext-ws" / "dist"),
+    ("vendor/uplot", BASE_DIR / "node_modules" / "uplot" / "dist"),
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
