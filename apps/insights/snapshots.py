@@ -59,13 +59,17 @@ def health_counts(project: Project, *, now: datetime | None = None) -> dict[str,
     """The project's memory health now: counts by state and the review backlog's age in days."""
     now = now or timezone.now()
     live = Q(deprecated=False)
-    row = project_memories(project).aggregate(
-        total=Count("id", filter=live),
-        ready=Count("id", filter=live & Q(needs_review=False, disputed=False, stale_at__isnull=True)),
-        needs_review=Count("id", filter=live & Q(needs_review=True)),
-        disputed=Count("id", filter=live & Q(disputed=True)),
-        stale=Count("id", filter=live & Q(stale_at__isnull=False)),
-        deprecated=Count("id", filter=Q(deprecated=True)),
+    row = (
+        project_memories(project)
+        .filter(created_at__lte=now)
+        .aggregate(
+            total=Count("id", filter=live),
+            ready=Count("id", filter=live & Q(needs_review=False, disputed=False, stale_at__isnull=True)),
+            needs_review=Count("id", filter=live & Q(needs_review=True)),
+            disputed=Count("id", filter=live & Q(disputed=True)),
+            stale=Count("id", filter=live & Q(stale_at__isnull=False)),
+            deprecated=Count("id", filter=Q(deprecated=True)),
+        )
     )
     ages = review_ages(project, now=now)
     row["review_oldest_days"] = round(max(ages), 2) if ages else None

@@ -38,30 +38,31 @@ def series_chart(
     key: str,
     title: str,
     window: charts.Window,
-    series: list[tuple[str, list, int]],
+    series: list[tuple],
     *,
     unit: str,
     summary: str,
     kind: str = "line",
-    y_max: float | None = None,
 ) -> dict[str, Any]:
     """A time-series chart: the spec static/js/charts.js draws, and the same numbers as rows."""
     spec = {
         "kind": kind,
         "unit": unit,
         "x": _epochs(window.days),
-        "series": [{"label": label, "values": values, "color": color} for label, values, color in series],
-        "y_max": y_max,
+        "series": [
+            {"label": s[0], "values": s[1], "color": s[2], **({"axis": s[3]} if len(s) > 3 else {})}
+            for s in series
+        ],
     }
-    rows = [(day, [values[i] for _, values, _ in series]) for i, day in enumerate(window.days)]
+    rows = [(day, [s[1][i] for s in series]) for i, day in enumerate(window.days)]
     return {
         "key": key,
         "title": title,
         "spec": spec,
-        "columns": [label for label, _, _ in series],
+        "columns": [s[0] for s in series],
         "rows": rows,
         "summary": summary,
-        "has_data": any(v not in (None, 0) for _, values, _ in series for v in values),
+        "has_data": any(v not in (None, 0) for s in series for v in s[1]),
     }
 
 
@@ -122,10 +123,10 @@ def insights_context(request, project, days: int) -> dict[str, Any]:
         window,
         [
             ("Waiting for review", health["needs_review"], 3),
-            ("Oldest wait (days)", health["review_oldest_days"], 4),
-            ("Median wait (days)", health["review_median_days"], 5),
+            ("Oldest wait (days)", health["review_oldest_days"], 4, "right"),
+            ("Median wait (days)", health["review_median_days"], 5, "right"),
         ],
-        unit="memories / days",
+        unit="memories",
         summary=(
             f"{_last(health['needs_review']) or 0} memories wait for review; the oldest has waited "
             f"{_last(health['review_oldest_days']) or 0} days."
@@ -147,11 +148,11 @@ def insights_context(request, project, days: int) -> dict[str, Any]:
         "Feedback precision",
         window,
         [
-            ("Precision", precision["precision"], 2),
             ("Helpful + used", precision["positive"], 1),
             ("Flagged + corrected", precision["negative"], 6),
+            ("Precision (share)", precision["precision"], 2, "right"),
         ],
-        unit="share / count",
+        unit="feedback",
         summary=(
             f"{precision['positive_total']} helpful or used against {precision['negative_total']} flagged or corrected"
             + (f": precision {precision['overall']:.0%}." if precision["overall"] is not None else ".")

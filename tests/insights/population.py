@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.insights import snapshots
 from apps.insights.history import RetrievalSample
-from apps.memories.models import MemoryFeedback
+from apps.memories.models import Memory, MemoryFeedback
 from apps.observer.models import Session
 from memorysaas.kernel import latency
 
@@ -60,11 +60,18 @@ def populate(client, project_id: str, *, days: int = 7, sessions_per_day: int = 
                     "type": "tool_call",
                     "tool": "Read",
                     "args": {"path": f"src/m{k}.py"},
-                    "input_tokens": 900,
-                    "output_tokens": 120,
                 }
                 for k in range(calls + n % 3)
             ]
+            used = 1000 * len(events)  # tokens: about a thousand a call
+            events.append(
+                {
+                    "seq": len(events) + 1,
+                    "type": "step_complete",
+                    "input_tokens": used,
+                    "output_tokens": used // 8,
+                }
+            )
             assert client.post(f"sessions/{session['id']}/events", {"events": events}).status_code == 200
             outcome = "success" if (n + day) % 4 else "failure"
             assert client.post(f"sessions/{session['id']}/complete", {"outcome": outcome}).status_code in (
@@ -94,6 +101,7 @@ def _move_to(when, project_id: str, session_ids: list[str]) -> None:
     """What was made just now, dated to the day it stands for."""
     recent = timezone.now() - timedelta(minutes=10)
     Session.objects.filter(id__in=session_ids).update(started_at=when, finalized_at=when)
+    Memory.objects.filter(project_id=project_id, created_at__gte=recent).update(created_at=when)
     MemoryFeedback.objects.filter(memory__project_id=project_id, created_at__gte=recent).update(
         created_at=when
     )
