@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.insights.population import populate
+from tests.insights.dashboard_history import populate
 
 DRAWN = ("health", "activity", "backlog", "precision", "latency")
 # The dark theme's first chart colour (static/css/app.css), as the browser reports it.

@@ -13,7 +13,7 @@ from apps.insights import snapshots
 from apps.insights.history import HealthSnapshot, RetrievalSample
 from apps.insights.report_stub import welch
 from memorysaas.kernel import latency
-from tests.insights.population import populate
+from tests.insights.dashboard_history import populate
 
 CHARTS = ("health", "activity", "backlog", "precision", "latency")
 
