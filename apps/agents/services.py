@@ -123,6 +123,11 @@ class Held:
         (it may record what the agent does: it may not read what the project knows)."""
         return self.ab_group == "control" or not principal.has(self.organization_id, Perm.MEMORIES_READ)
 
+    def told_only_at_start(self) -> bool:
+        """The A/B passive group gets the session-start plan and the prompt's context, never the
+        notes added mid-session (before an edit)."""
+        return self.ab_group == "passive"
+
 
 _HOLD = f"""
     SELECT h.session_id, h.organization_id, s.status, s.ab_group, s.root, s.task <> '',
@@ -296,7 +301,7 @@ def _pre_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
             step = held.tool_steps
             _record(held, [(key, step, H.tool_call_event(hook))])
     file = H.edited_file(hook)
-    if not file or held.told_nothing(target.principal):
+    if not file or held.told_nothing(target.principal) or held.told_only_at_start():
         return {}
     files = clean_paths([file], held.root)
     text = within(

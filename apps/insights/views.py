@@ -12,9 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.insights import charts, weekly
-
-# The one switch between the stand-in and the real A/B rollups (apps.insights.selectors).
-from apps.insights.report_stub import project_insights
+from apps.insights.selectors import project_insights
 from apps.tenants.dashboard import project_page
 from apps.tenants.roles import Perm
 
@@ -70,12 +68,23 @@ def _last(values: list) -> Any:
     return next((v for v in reversed(values) if v is not None), None)
 
 
+def effect_text(value: float, metric: dict[str, Any]) -> str:
+    """A relative effect as a percentage; an absolute one in points (rates) or in its unit."""
+    if metric.get("effect_kind") != "absolute":
+        return f"{value:+.1%}"
+    if metric.get("unit") == "rate":
+        return f"{value * 100:+.1f} pts"
+    return f"{value:+.2f} {metric.get('unit', '')}".rstrip()
+
+
 def forest_rows(metrics: list[dict[str, Any]], *, width: int = 320) -> list[dict[str, Any]]:
-    """Each metric's effect and interval as x positions on its own symmetric scale around 0."""
+    """Each compared metric's effect and interval as x positions on its own symmetric scale
+    around 0. A metric with no comparison (the graph boost rate, measured in full memory only)
+    shows its value and interval as text."""
     out = []
     for metric in metrics:
-        row = {**metric, "width": width, "zero": width / 2}
-        if metric.get("enough") and metric.get("interval"):
+        row = {**metric, "width": width, "zero": width / 2, "compared": metric.get("effect") is not None}
+        if metric.get("enough") and row["compared"] and metric.get("interval"):
             lo, hi = metric["interval"]
             reach = max(abs(lo), abs(hi), abs(metric["effect"]), 0.05) * 1.15
             scale = lambda v, r=reach: round(width / 2 + v / r * (width / 2 - 8), 1)  # noqa: E731
@@ -86,9 +95,9 @@ def forest_rows(metrics: list[dict[str, Any]], *, width: int = 320) -> list[dict
                 x_hi=scale(hi),
                 tone=("ok" if better else "danger") if metric["significant"] else "muted",
                 verdict=("better" if better else "worse") if metric["significant"] else "no clear difference",
-                effect_text=f"{metric['effect']:+.1%}",
-                lo_text=f"{lo:+.1%}",
-                hi_text=f"{hi:+.1%}",
+                effect_text=effect_text(metric["effect"], metric),
+                lo_text=effect_text(lo, metric),
+                hi_text=effect_text(hi, metric),
             )
         out.append(row)
     return out

@@ -24,7 +24,7 @@ from django.utils import timezone
 from apps.governance.models import Dispute
 from apps.governance.notify import project_stewards
 from apps.insights.history import SynthesisOptOut, WeeklySynthesis
-from apps.insights.report_stub import project_insights
+from apps.insights.selectors import project_insights
 from apps.insights.snapshots import day_bounds, project_memories
 from apps.memories.models import MemoryType
 from apps.tenants.models import Project, User
@@ -147,12 +147,20 @@ def _list(items: list[dict], empty: str, fmt) -> str:
     return "\n".join(f"- {fmt(i)}" for i in items) if items else empty
 
 
+def _effect(value: float, metric: dict[str, Any]) -> str:
+    if metric.get("effect_kind") != "absolute":
+        return f"{value:+.0%}"
+    if metric.get("unit") == "rate":
+        return f"{value * 100:+.0f} points"
+    return f"{value:+.2f} {metric.get('unit') or ''}".rstrip()
+
+
 def template_text(facts: dict[str, Any]) -> str:
     learned = facts["learned"]
     types = ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in learned["by_type"].items())
     ab_lines = []
     for m in facts["ab"]["metrics"]:
-        if not m["enough"]:
+        if not m["enough"] or m["effect"] is None or not m["interval"]:
             ab_lines.append(
                 f"- {m['label']}: not enough sessions yet ({m['n_control']} control, {m['n_full']} full)."
             )
@@ -160,7 +168,8 @@ def template_text(facts: dict[str, Any]) -> str:
             lo, hi = m["interval"]
             verdict = "a clear difference" if m["significant"] else "no clear difference yet"
             ab_lines.append(
-                f"- {m['label']}: {m['effect']:+.0%} against control (95 % interval {lo:+.0%} to {hi:+.0%}), {verdict}."
+                f"- {m['label']}: {_effect(m['effect'], m)} against control"
+                f" (95 % interval {_effect(lo, m)} to {_effect(hi, m)}), {verdict}."
             )
     disputed = facts["disputed"]
     parts = [

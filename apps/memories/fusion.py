@@ -206,9 +206,18 @@ class Weighting:
         return self.phase_weight * self.source_trust * self.confidence * self.dispute
 
 
-def weighting(*, phase: str, memory_type: str, source: str, confidence: float, disputed: bool) -> Weighting:
+def weighting(
+    *,
+    phase: str,
+    memory_type: str,
+    source: str,
+    confidence: float,
+    disputed: bool,
+    phase_weights: dict[str, dict[str, float]] | None = None,
+) -> Weighting:
+    """`phase_weights`: the project's table (phase_weights.phase_weights_for), else the defaults."""
     return Weighting(
-        phase_weight=PHASE_WEIGHTS.get(phase, {}).get(memory_type, 1.0),
+        phase_weight=(phase_weights or PHASE_WEIGHTS).get(phase, {}).get(memory_type, 1.0),
         source_trust=SOURCE_TRUST.get(source, 1.0),
         confidence=confidence,
         dispute=DISPUTE_PENALTY if disputed else 1.0,

@@ -40,7 +40,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from apps.memories import beside, fusion, hyde, late, precision
+from apps.memories import beside, boost_listeners, fusion, hyde, late, precision
 from apps.memories.codetokens import tsquery_any
 from apps.memories.contextual import query_embedding_text
 from apps.memories.drafts import clean_paths
@@ -64,6 +64,7 @@ from apps.memories.models import (
 )
 from apps.memories.neighbours import file_neighbours
 from apps.memories.packing import PackItem, budget_for, citation, pack
+from apps.memories.phase_weights import phase_weights_for
 from apps.memories.selectors import memories_visible, relations_seen_by
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
@@ -657,9 +658,12 @@ def search(
         boosts = fusion.neighbourhood_boost(
             ordered, fused, {i: info[i]["related_files"] for i in ordered}, neighbours_of_top
         )
+        amounts = {i: b.amount for i, b in boosts.items()}
+        boost_listeners.boost_observed(project.id, boost_listeners.top_changed(ordered, fused, amounts))
     clock.lap("boost")
 
     now = as_of or timezone.now()
+    phase_table = phase_weights_for(project.id) if weigh else None
     components: dict[str, dict[str, float | None]] = {}
     cosine_worth: dict[str, float] = {}  # what a unit of cosine adds to each stage-3 score
     for memory_id in ordered:
@@ -679,6 +683,7 @@ def search(
             source=row["source"],
             confidence=confidence,
             disputed=row["disputed"],
+            phase_weights=phase_table,
         )
         components[memory_id] = {
             "rrf": rrf.get(memory_id, 0.0),  # (rounded with the others when a hit is made)

@@ -365,8 +365,8 @@ def sessions_complete(request, session_id: UUID, payload: CompleteIn):
 def sessions_step_injection(request, session_id: UUID, payload: StepIn):
     """What to add before the agent's next step, if anything (seeds/003 §9)."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
-    if session.ab_group == "control":
-        return {"step": payload.step, "injection": None, "reason": "control_group"}
+    if session.ab_group in ("control", "passive"):  # (passive: session-start memory only)
+        return {"step": payload.step, "injection": None, "reason": f"{session.ab_group}_group"}
     with transaction.atomic():
         # One injection at a time per session: two at once each gave the same memory.
         session = Session.objects.select_for_update().select_related("project").get(pk=session.pk)

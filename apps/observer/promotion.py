@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -323,7 +324,9 @@ def signal_candidates(
     pad: Scratchpad,
     siblings: set[str],
     task: str = "",
+    tightened: dict[str, float] | None = None,
 ) -> list[Candidate]:
+    """`tightened`: signal class -> factor on its minimum sessions (thresholds.tightened_for)."""
     out = []
     for signal in _merge(signals):
         if signal.stat_only or not gate.allows(signal.kind):
@@ -336,6 +339,8 @@ def signal_candidates(
             continue
         rule = gate.rule(signal.kind)
         minimum = rule.min_sessions or cls.min_sessions
+        if tightened and signal.kind in tightened:
+            minimum = math.ceil(minimum * tightened[signal.kind])
         quorum = 1 + len(siblings.intersection(stat.sessions))
         if quorum >= 2:
             minimum = 1  # seeds/003 §11: confirmed by a parallel agent

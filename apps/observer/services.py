@@ -11,7 +11,6 @@ plus the batches logged since. A copy enters the cache only once its write has c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -31,7 +30,7 @@ from django.utils import timezone
 from apps.memories import secrets_scan
 from apps.memories import services as memory_services
 from apps.memories.drafts import clean_root, from_root
-from apps.observer import promotion
+from apps.observer import abgroups, promotion, thresholds
 from apps.observer import text as T
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
@@ -174,13 +173,9 @@ def _work_unit(methodology: str, work_unit: dict[str, Any] | None) -> tuple[dict
     return ref, key[:300], parallel[:300]
 
 
-def ab_group(session_id: UUID) -> str:
-    """A stable split: 10% of sessions run without memory so its effect can be measured."""
-    return (
-        "control"
-        if int(hashlib.blake2b(session_id.bytes, digest_size=2).hexdigest(), 16) % 10 == 0
-        else "memory"
-    )
+def ab_group(session_id: UUID, project: Project) -> str:
+    """The session's A/B group (the experiment's assigner, registered by the insights app)."""
+    return abgroups.assign(session_id, project)
 
 
 def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) -> Session:
@@ -207,7 +202,7 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
         client=(data.get("client") or "")[:100],
         root=clean_root(data.get("root") or "")[:500],
     )
-    session.ab_group = ab_group(session.id)
+    session.ab_group = ab_group(session.id, project)
     session.scratchpad = Scratchpad(session.session_type).to_dict()
     session.save()
     transaction.on_commit(lambda: publish(project.id, "session.started", {"session_id": str(session.id)}))
@@ -557,7 +552,13 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
         if gate_open(gate, validated=validated, outcome=session.outcome):
             candidates += promotion.note_candidates(pad, gate)
             candidates += promotion.signal_candidates(
-                signals=counted, stats=stats, gate=gate, pad=pad, siblings=set(siblings), task=session.task
+                signals=counted,
+                stats=stats,
+                gate=gate,
+                pad=pad,
+                siblings=set(siblings),
+                task=session.task,
+                tightened=thresholds.tightened_for(session.project_id),
             )
             if gate.allows("file_access"):
                 rule = gate.rule("file_access")

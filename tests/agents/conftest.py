@@ -16,7 +16,7 @@ def hashing_embeddings(settings):
 def memory_group(monkeypatch):
     from apps.observer import services
 
-    monkeypatch.setattr(services, "ab_group", lambda session_id: "memory")
+    monkeypatch.setattr(services, "ab_group", lambda session_id, project=None: "full")
 
 
 @pytest.fixture(autouse=True)

@@ -239,7 +239,7 @@ def test_the_control_group_gets_no_context_but_its_session_is_recorded(alice, ap
     from apps.observer import services
 
     remember(alice, "Orders signals need the test settings")
-    monkeypatch.setattr(services, "ab_group", lambda session_id: "control")
+    monkeypatch.setattr(services, "ab_group", lambda session_id, project=None: "control")
     client = api_client(alice.key)
     answers = [client.post(f"{HOOKS}?project={alice.project.id}", d).json() for d in deliveries("cc-9")[:7]]
     assert answers == [{}] * 7

@@ -130,7 +130,7 @@ def test_three_sessions_teach_the_project_and_a_fourth_is_told(claude, alice):
         fourth = recording(f"cc-replay-4-{attempt}", 4)
         start, prompt = fourth[0], events_of(fourth, "UserPromptSubmit")[0]
         at_start = claude(start)
-        if Session.objects.get(external_id=f"cc-replay-4-{attempt}").ab_group == "memory":
+        if Session.objects.get(external_id=f"cc-replay-4-{attempt}").ab_group != "control":
             break
         assert at_start == {} and claude(prompt) == {}
     told = context_of(at_start)

@@ -24,7 +24,7 @@ def hashing_embeddings(settings):
 
 @pytest.fixture(autouse=True)
 def memory_group(monkeypatch):
-    monkeypatch.setattr(observer, "ab_group", lambda session_id: "memory")
+    monkeypatch.setattr(observer, "ab_group", lambda session_id, project=None: "full")
 
 
 def finished_session(person) -> Session:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from apps.insights import snapshots
+from apps.insights import rollups, snapshots
 from apps.insights.history import RetrievalSample
 from apps.memories.models import Memory, MemoryFeedback
 from apps.observer.models import Session
@@ -94,6 +94,7 @@ def populate(client, project_id: str, *, days: int = 7, sessions_per_day: int = 
         _move_to(when, project_id, day_sessions)
         snapshots.snapshot_project(Session.objects.get(id=day_sessions[0]).project, now=when)
         made += day_sessions
+    rollups.rollup_run()  # (the A/B rollup, as its schedule would)
     return {"memory_ids": ids, "session_ids": made}
 
 

@@ -51,7 +51,7 @@ def agent(alice, api_client, monkeypatch) -> Agent:
     random by session id; test_the_control_group_gets_no_memory covers it)."""
     from apps.observer import services
 
-    monkeypatch.setattr(services, "ab_group", lambda session_id: "memory")
+    monkeypatch.setattr(services, "ab_group", lambda session_id, project=None: "full")
     return Agent(api_client(alice.key), str(alice.project.id))
 
 

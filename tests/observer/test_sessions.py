@@ -12,6 +12,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from apps.insights import ab
 from apps.memories.models import Memory, MemoryTokens
 from apps.observer import promotion, services
 from apps.observer.models import EventBatch, PatternStat, Session, SynthesisLog
@@ -22,7 +23,6 @@ from tests.processes import database_url
 from tests.tables import tables_holding
 
 pytestmark = pytest.mark.django_db(transaction=False)
-REAL_AB_GROUP = services.ab_group  # before the agent fixture pins every session to "memory"
 
 
 def memories(**filters):
@@ -36,7 +36,7 @@ def test_open_returns_an_id_a_group_and_a_start_plan(agent):
     session = agent.open(
         methodology="bmad", phase="dev", work_unit={"hierarchy": ["epic_3", "story_3_2"]}, task="add refunds"
     )
-    assert session["ab_group"] in ("memory", "control")
+    assert session["ab_group"] in ("full", "passive", "control")
     assert session["universal_phase"] == "implement"
     assert session["work_unit"] == {
         "methodology": "bmad",
@@ -864,7 +864,7 @@ def test_work_unit_outcome_and_resume_work_state(agent):
     agent.complete(first["id"], outcome="abandoned")
     resumed = agent.open(work_unit=unit)
     state = resumed["start_context"]["work_state"]
-    if resumed["ab_group"] == "memory":
+    if resumed["ab_group"] != "control":
         assert state["edited_files"] == ["shop/cart.py"] and state["notes"] == [
             "cart totals are cached per request"
         ]
@@ -924,9 +924,9 @@ def test_an_event_batch_not_in_utf8_is_malformed_not_a_500(agent):
 def test_the_control_group_gets_no_memory(agent, monkeypatch):
     import uuid
 
-    groups = [REAL_AB_GROUP(uuid.uuid4()) for _ in range(2000)]
-    assert 0.05 < groups.count("control") / len(groups) < 0.15
-    monkeypatch.setattr(services, "ab_group", lambda session_id: "control")
+    groups = [ab.assign(uuid.uuid4(), uuid.uuid4(), ab.Split()) for _ in range(2000)]
+    assert 0.02 < groups.count("control") / len(groups) < 0.08
+    monkeypatch.setattr(services, "ab_group", lambda session_id, project=None: "control")
     session = agent.open(task="refunds", files=["shop/refunds.py"])
     assert session["ab_group"] == "control" and session["start_context"]["prefetch"] == []
     agent.send(session["id"], Trace().idle(6, "shop/refunds.py").note("gotcha", "refunds are async").events)
@@ -940,7 +940,7 @@ def test_context_for_a_control_session_serves_and_records_nothing(agent, alice, 
     from tests.memories.factories import make_memory
 
     memory = make_memory(alice, content="Refunds are asynchronous.", related_files=["shop/refunds.py"])
-    monkeypatch.setattr(services, "ab_group", lambda session_id: "control")
+    monkeypatch.setattr(services, "ab_group", lambda session_id, project=None: "control")
     session = agent.open(task="refunds")
     body = {
         "phase": "implement",

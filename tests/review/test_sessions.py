@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def memory_group(monkeypatch):
     """Every session here runs with memory (the 10% control group is random by id)."""
-    monkeypatch.setattr(observer, "ab_group", lambda session_id: "memory")
+    monkeypatch.setattr(observer, "ab_group", lambda session_id, project=None: "full")
 
 
 def observed(person, trace: Trace, *, task: str = "fix the totals", client: str = "claude-code") -> Session:

@@ -1,0 +1,183 @@
+"""The A/B rollup, run by a schedule: each finalized session's metrics once, then the daily sums
+of every (project, experiment period, day, group) those sessions touched.
+
+Incremental: a run reads only sessions finalized since the last run (less a margin, for a
+finalize that committed late with an earlier timestamp) that have no metrics row yet. Rerunning
+changes nothing: metrics rows are inserted once, and a day's sums are recomputed whole from them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.insights import ab, metrics
+from apps.insights.experiments import period_at
+from apps.insights.models import DailyRollup, ExperimentPeriod, RollupCursor, SessionMetrics
+from apps.insights.retrieval import retrieval_counts_flush
+from apps.memories.models import Memory, MemoryFeedback
+from apps.observer.models import PatternStat, Session
+
+CURSOR = "sessions"
+MARGIN = timedelta(minutes=10)
+BATCH = 2000
+
+# One row per finalized session not rolled up yet: the figures metrics.RawSession takes, read
+# from the session's final scratchpad, its memories and the feedback given in it.
+_NEW_SESSIONS = f"""
+    SELECT s.id, s.organization_id, s.project_id, s.ab_group, s.started_at, s.finalized_at,
+        s.universal_phase,
+        COALESCE((s.scratchpad->>'tool_calls')::int, 0),
+        (SELECT count(*) FROM jsonb_each(COALESCE(s.scratchpad->'files', '{{}}'::jsonb)) AS f(path, v)
+         WHERE jsonb_typeof(f.v) = 'array' AND (f.v->>0)::int > 0 AND EXISTS (
+            SELECT 1 FROM {PatternStat._meta.db_table} p
+            WHERE p.project_id = s.project_id AND p.kind = 'file_access' AND p.key = f.path
+              AND p.first_seen < s.started_at)),
+        (s.scratchpad->'validations'->0->>'passed')::boolean,
+        (SELECT count(*) FROM {Memory._meta.db_table} m
+         WHERE m.id = ANY(s.reinforced_memory_ids) AND m.type = 'dead_end' AND m.created_at < s.started_at),
+        s.scratchpad->'tokens',
+        (s.scratchpad->>'planned_steps')::int,
+        COALESCE(s.steps, (s.scratchpad->>'step')::int),
+        cardinality(s.injected_memory_ids),
+        (SELECT count(*) FILTER (WHERE f.kind = 'used') FROM {MemoryFeedback._meta.db_table} f
+         WHERE f.session_id = s.id::text),
+        (SELECT count(*) FILTER (WHERE f.kind IN ('flag', 'correct')) FROM {MemoryFeedback._meta.db_table} f
+         WHERE f.session_id = s.id::text),
+        (SELECT jsonb_object_agg(t.type, t.n) FROM (
+            SELECT m.type, count(*) AS n FROM {Memory._meta.db_table} m
+            WHERE m.id = ANY(s.injected_memory_ids) GROUP BY m.type) t)
+    FROM {Session._meta.db_table} s
+    WHERE s.status = 'completed' AND s.finalized_at >= %s
+      AND NOT EXISTS (SELECT 1 FROM {SessionMetrics._meta.db_table} sm WHERE sm.session_id = s.id)
+    ORDER BY s.finalized_at, s.id
+    LIMIT %s
+"""
+
+
+@dataclass
+class RunResult:
+    sessions: int = 0
+    days: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"sessions": self.sessions, "days": self.days}
+
+
+def rollup_run(*, batch: int = BATCH) -> RunResult:
+    """Roll up every session finalized since the last run. One run at a time (the cursor row is
+    held); a second one waits, then finds nothing new."""
+    result = RunResult()
+    retrieval_counts_flush()
+    while True:
+        with transaction.atomic():
+            cursor, _ = RollupCursor.objects.get_or_create(name=CURSOR)
+            cursor = RollupCursor.objects.select_for_update().get(pk=cursor.pk)
+            since = (
+                (cursor.finalized_after - MARGIN)
+                if cursor.finalized_after
+                else timezone.now().replace(year=1970)
+            )
+            with connection.cursor() as db:
+                db.execute(_NEW_SESSIONS, [since, batch])
+                rows = db.fetchall()
+            if not rows:
+                return result
+            keys = _store_metrics(rows)
+            result.sessions += len(rows)
+            result.days += _recompute_days(keys)
+            newest = max(row[5] for row in rows)
+            if cursor.finalized_after is None or newest > cursor.finalized_after:
+                cursor.finalized_after = newest
+            cursor.runs += 1
+            cursor.save(update_fields=["finalized_after", "runs", "updated_at"])
+        if len(rows) < batch:
+            return result
+
+
+def _store_metrics(rows: list[tuple]) -> set[tuple]:
+    """Insert the sessions' metrics rows; returns the (project, period, day, group) keys touched."""
+    periods: dict[Any, list[ExperimentPeriod]] = {}
+    project_ids = {row[2] for row in rows}
+    for period in ExperimentPeriod.objects.filter(project_id__in=project_ids).order_by("-started_at"):
+        periods.setdefault(period.project_id, []).append(period)
+    objects, keys = [], set()
+    for (sid, org_id, project_id, group, started_at, finalized_at, phase, tool_calls, rereads, first,
+         reentries, tokens, planned, steps, injected, used, corrected, types) in rows:  # fmt: skip
+        if isinstance(tokens, str):
+            tokens = json.loads(tokens)
+        if isinstance(types, str):
+            types = json.loads(types)
+        raw = metrics.RawSession(
+            tool_calls=tool_calls, rereads=rereads, first_validation=first, reentries=reentries,
+            tokens=tokens if isinstance(tokens, list) else None, planned_steps=planned, steps=steps,
+            injected=injected, used=used, corrected=corrected,
+        )  # fmt: skip
+        period = period_at(periods.get(project_id, []), started_at)
+        day = timezone.localdate(started_at)
+        group = ab.canonical(group)
+        objects.append(
+            SessionMetrics(
+                session_id=sid,
+                organization_id=org_id,
+                project_id=project_id,
+                period_id=period.pk if period else None,
+                group=group,
+                day=day,
+                phase=phase,
+                finalized_at=finalized_at,
+                injected_types=types or {},
+                **metrics.session_values(raw),
+            )  # fmt: skip
+        )
+        keys.add((org_id, project_id, period.pk if period else None, day, group))
+    SessionMetrics.objects.bulk_create(objects, ignore_conflicts=True, batch_size=1000)
+    return keys
+
+
+_FIELDS = ("tool_calls", "rereads", "qa_first_pass", "dead_end_reentry", "tokens", "steps_over_plan",
+           "injected", "used", "corrected")  # fmt: skip
+
+
+def _recompute_days(keys: set[tuple]) -> int:
+    """Each key's daily sums, recomputed whole from its sessions' metrics rows."""
+    by_project: dict[Any, set[tuple]] = defaultdict(set)
+    for org_id, project_id, period_id, day, group in keys:
+        by_project[(org_id, project_id)].add((period_id, day, group))
+    written = 0
+    for (org_id, project_id), wanted in by_project.items():
+        days = {day for _, day, _ in wanted}
+        sums: dict[tuple, dict[str, list[float]]] = {k: {} for k in wanted}
+        sessions: dict[tuple, int] = defaultdict(int)
+        rows = SessionMetrics.objects.filter(project_id=project_id, day__in=days).values_list(
+            "period_id", "day", "group", *_FIELDS
+        )
+        for period_id, day, group, *values in rows:
+            key = (period_id, day, group)
+            if key not in sums:
+                continue
+            sessions[key] += 1
+            into = sums[key]
+            for name, (n, value) in metrics.contributions(dict(zip(_FIELDS, values, strict=True))).items():
+                acc = into.setdefault(name, [0.0, 0.0, 0.0])
+                acc[0] += n
+                acc[1] += value
+                acc[2] += value * value
+        DailyRollup.objects.bulk_create(
+            [
+                DailyRollup(organization_id=org_id, project_id=project_id, period_id=period_id, day=day, group=group,
+                            sessions=sessions[(period_id, day, group)], sums=into)
+                for (period_id, day, group), into in sums.items()
+            ],
+            update_conflicts=True,
+            unique_fields=["project", "period", "day", "group"],
+            update_fields=["sessions", "sums"],
+        )  # fmt: skip
+        written += len(sums)
+    return written

@@ -1,0 +1,202 @@
+"""Reads of the insights app: the A/B comparison a project's Insights page and API show.
+
+`project_insights(*, project, date_from, date_to) -> dict` is the contract the dashboard renders
+(and `GET /api/v1/projects/{id}/insights` returns). It reads only the rollups the background jobs
+wrote, never the raw sessions, so it is fast at any size. Its shape:
+
+    {
+      "period": {                      # the experiment period compared (never two mixed)
+        "id": int | None, "started_at": iso, "ended_at": iso | None,
+        "enabled": bool, "control_pct": int, "passive_pct": int, "full_pct": int,
+        "date_from": "YYYY-MM-DD", "date_to": "YYYY-MM-DD",
+      },
+      "groups": {"control": n, "passive": n, "full": n},   # finalized sessions behind the figures
+      "metrics": [
+        {
+          "key": "tool_calls",          # see metrics.METRICS for every key
+          "label": "Tool calls per task",
+          "unit": "calls",              # "calls", "files", "rate", "tokens", "steps", "memories"
+          "higher_is_better": False,
+          "control": mean | None, "passive": mean | None, "full": mean | None,
+          "effect": float | None,       # full vs control: relative ((full - control) / control)
+                                         # for counts, absolute (full - control) for rates
+          "effect_kind": "relative" | "absolute",
+          "interval": [lo, hi] | None,  # 95 % interval of `effect` (Welch for means, Newcombe-
+                                         # Wilson for rates)
+          "n_control": n, "n_full": n,
+          "enough": bool,               # False: "not enough sessions yet" (show no effect)
+          "significant": bool,          # enough and the interval excludes 0
+        },
+        ...
+      ],
+      "tokens_saved": {                 # per session, measured against control
+        "estimate": float | None, "interval": [lo, hi] | None,
+        "label": "estimate: control's mean tokens per task minus full's, 95 % interval",
+      },
+      "daily": [                        # one row per day of the window, oldest first
+        {"date": "YYYY-MM-DD", "control": {key: mean|None, "n": n},
+         "passive": {...}, "full": {...}},
+        ...
+      ],
+    }
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, datetime, time
+from typing import Any
+
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from apps.insights import metrics as M
+from apps.insights import stats
+from apps.insights.models import DailyRollup, ExperimentPeriod, RetrievalDay
+from apps.tenants.models import Project
+
+GROUPS = ("control", "passive", "full")
+# Below this many sessions with a value in control or in full, a metric says "not enough
+# sessions yet" and shows no effect: with fewer, an interval is mostly noise.
+MIN_SESSIONS = 10
+TOKENS_LABEL = "estimate: control's mean tokens per task minus full's, with its 95 % interval"
+
+
+def period_for(*, project: Project, date_from: date, date_to: date, period_id: int | None = None):
+    """The experiment period compared: the one asked for, else the newest one that overlaps the
+    window (None when the project has none)."""
+    periods = ExperimentPeriod.objects.filter(project=project)
+    if period_id is not None:
+        return periods.filter(pk=period_id).first()
+    start = timezone.make_aware(datetime.combine(date_from, time.min))
+    end = timezone.make_aware(datetime.combine(date_to, time.max))
+    overlapping = periods.filter(started_at__lte=end).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gte=start)
+    )
+    return overlapping.order_by("-started_at").first()
+
+
+def _moments(sums: dict[str, list[float]], key: str) -> stats.Moments:
+    n, total, squares = sums.get(key, (0, 0.0, 0.0))
+    return stats.Moments(n, total, squares)
+
+
+def _add(into: dict[str, list[float]], sums: dict[str, list[float]]) -> None:
+    for key, (n, total, squares) in sums.items():
+        acc = into.setdefault(key, [0.0, 0.0, 0.0])
+        acc[0] += n
+        acc[1] += total
+        acc[2] += squares
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _metric(metric: M.Metric, by_group: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    moments = {g: _moments(by_group.get(g, {}), metric.key) for g in GROUPS}
+    full, control = moments["full"], moments["control"]
+    enough = full.n >= MIN_SESSIONS and control.n >= MIN_SESSIONS
+    if metric.kind == M.RATE:
+        compared = stats.rate_difference(full, control)
+    elif metric.effect == M.RELATIVE:
+        compared = stats.relative_difference(full, control)
+    else:
+        compared = stats.mean_difference(full, control)
+    effect, interval = compared if (compared and enough) else (None, None)
+    return {
+        "key": metric.key,
+        "label": metric.label,
+        "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        **{g: _round(moments[g].mean) for g in GROUPS},
+        "effect": _round(effect),
+        "effect_kind": metric.effect,
+        "interval": [_round(interval[0]), _round(interval[1])] if interval else None,
+        "n_control": int(control.n),
+        "n_full": int(full.n),
+        "enough": enough,
+        "significant": bool(interval and (interval[0] > 0 or interval[1] < 0)),
+    }
+
+
+def _graph_boost(project: Project, date_from: date, date_to: date) -> dict[str, Any]:
+    totals = RetrievalDay.objects.filter(project=project, day__gte=date_from, day__lte=date_to).aggregate(
+        boosted=Sum("boosted"), changed=Sum("changed_top")
+    )
+    boosted, changed = totals["boosted"] or 0, totals["changed"] or 0
+    rate = changed / boosted if boosted else None
+    interval = stats.wilson(changed, boosted) if boosted else None
+    metric = M.GRAPH_BOOST
+    return {
+        "key": metric.key, "label": metric.label, "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        "control": None, "passive": None, "full": _round(rate), "effect": None, "effect_kind": "none",
+        "interval": [_round(interval[0]), _round(interval[1])] if interval else None,
+        "n_control": 0, "n_full": boosted, "enough": boosted >= MIN_SESSIONS, "significant": False,
+    }  # fmt: skip
+
+
+def project_insights(
+    *, project: Project, date_from: date, date_to: date, period_id: int | None = None
+) -> dict[str, Any]:
+    period = period_for(project=project, date_from=date_from, date_to=date_to, period_id=period_id)
+    rows = (
+        DailyRollup.objects.filter(project=project, period=period, day__gte=date_from, day__lte=date_to)
+        .order_by("day")
+        .values_list("day", "group", "sessions", "sums")
+        if period is not None
+        else []
+    )
+    by_group: dict[str, dict[str, list[float]]] = {g: {} for g in GROUPS}
+    sessions = dict.fromkeys(GROUPS, 0)
+    daily: dict[date, dict[str, Any]] = defaultdict(dict)
+    for day, group, count, sums in rows:
+        if group not in by_group:
+            continue
+        _add(by_group[group], sums)
+        sessions[group] += count
+        daily[day][group] = {**{key: _round(s[1] / s[0]) for key, s in sums.items() if s[0]}, "n": count}
+    tokens = stats.mean_difference(
+        _moments(by_group["control"], "tokens"), _moments(by_group["full"], "tokens")
+    )
+    tokens_enough = min(_moments(by_group[g], "tokens").n for g in ("control", "full")) >= MIN_SESSIONS
+    return {
+        "period": _period(period, date_from, date_to),
+        "groups": sessions,
+        "metrics": [_metric(m, by_group) for m in M.METRICS] + [_graph_boost(project, date_from, date_to)],
+        "tokens_saved": {
+            "estimate": _round(tokens[0], 1) if tokens and tokens_enough else None,
+            "interval": [_round(tokens[1][0], 1), _round(tokens[1][1], 1)]
+            if tokens and tokens_enough
+            else None,
+            "label": TOKENS_LABEL,
+        },
+        "daily": [
+            {"date": day.isoformat(), **{g: daily[day].get(g, {"n": 0}) for g in GROUPS}}
+            for day in sorted(daily)
+        ],
+    }
+
+
+def _period(period: ExperimentPeriod | None, date_from: date, date_to: date) -> dict[str, Any]:
+    window = {"date_from": date_from.isoformat(), "date_to": date_to.isoformat()}
+    if period is None:
+        return {"id": None, "started_at": None, "ended_at": None, "enabled": True, "control_pct": 5,
+                "passive_pct": 10, "full_pct": 85, **window}  # fmt: skip
+    return {
+        "id": period.pk,
+        "started_at": period.started_at.isoformat(),
+        "ended_at": period.ended_at.isoformat() if period.ended_at else None,
+        "enabled": period.enabled,
+        "control_pct": period.control_pct,
+        "passive_pct": period.passive_pct,
+        "full_pct": period.full_pct,
+        **window,
+    }
+
+
+def tokens_saved_estimate(*, project: Project, date_from: date, date_to: date) -> dict[str, Any]:
+    """Tokens saved per session, measured against control (the dashboard's health page shows it
+    in place of the old per-injection guess)."""
+    return project_insights(project=project, date_from=date_from, date_to=date_to)["tokens_saved"]
