@@ -12,9 +12,12 @@ from typing import Any
 from django.utils import timezone
 
 from apps.insights import rollups, snapshots
+from apps.insights.experiments import experiment_current
 from apps.insights.history import RetrievalSample
+from apps.insights.models import ExperimentPeriod
 from apps.memories.models import Memory, MemoryFeedback
 from apps.observer.models import Session
+from apps.tenants.models import Project
 from memorysaas.kernel import latency
 
 TEXTS = [
@@ -38,6 +41,10 @@ def populate(client, project_id: str, *, days: int = 7, sessions_per_day: int = 
         assert response.status_code == 201, response.content
         ids.append(response.json()["id"])
     now = timezone.now()
+    # The A/B experiment's period opens with the project; the week below happened before "now".
+    project = Project.objects.get(id=project_id)
+    period = experiment_current(project=project)
+    ExperimentPeriod.objects.filter(pk=period.pk).update(started_at=now - timedelta(days=days + 1))
     made: list[str] = []
     for day in range(days):
         when = now - timedelta(days=days - 1 - day)
@@ -92,7 +99,7 @@ def populate(client, project_id: str, *, days: int = 7, sessions_per_day: int = 
             assert client.post(f"projects/{project_id}/search", {"query": q}).status_code == 200
         latency.flush()
         _move_to(when, project_id, day_sessions)
-        snapshots.snapshot_project(Session.objects.get(id=day_sessions[0]).project, now=when)
+        snapshots.snapshot_project(project, now=when)
         made += day_sessions
     rollups.rollup_run()  # (the A/B rollup, as its schedule would)
     return {"memory_ids": ids, "session_ids": made}
