@@ -15,7 +15,7 @@ from pydantic import model_validator
 from apps.insights import experiments, export, learning, selectors, telemetry
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.kernel.errors import Forbidden, Invalid
+from memorysaas.kernel.errors import Forbidden, conflict
 from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema
 
 router = Router(tags=["insights"])
@@ -40,9 +40,12 @@ class InsightsQuery(QuerySchema):
 
 _CSV = {
     "responses": {
-        "200": {
+        200: {
             "description": "The comparison; `?format=csv` or `Accept: text/csv` gives one row per metric.",
-            "content": {"text/csv": {"schema": {"type": "string"}}},
+            "content": {
+                "application/json": {"schema": {"type": "object", "additionalProperties": True}},
+                "text/csv": {"schema": {"type": "string"}},
+            },
         }
     }
 }
@@ -56,8 +59,8 @@ def insights_get(request, project_id: UUID, query: Query[InsightsQuery]):
     today = timezone.localdate()
     date_to = query.date_to or today
     date_from = query.date_from or min(date_to, today) - timedelta(days=DEFAULT_DAYS - 1)
-    if (date_to - date_from).days >= MAX_DAYS:
-        raise Invalid(f"A window is at most {MAX_DAYS} days.", details={"field": "from"})
+    # A longer window is cut to its last MAX_DAYS days (the answer's period says which days).
+    date_from = max(date_from, date_to - timedelta(days=MAX_DAYS - 1))
     result = selectors.project_insights(
         project=project, date_from=date_from, date_to=date_to, period_id=query.period
     )
@@ -89,8 +92,9 @@ class ExperimentOut(OutputSchema):
 
 class ExperimentIn(InputSchema):
     enabled: bool
-    control_pct: int = Field(ge=0, le=100)
-    passive_pct: int = Field(ge=0, le=100)
+    # (each at most half: the two together never leave the full group less than nothing)
+    control_pct: int = Field(ge=0, le=50)
+    passive_pct: int = Field(ge=0, le=50)
     reason: str = Field("", max_length=500)
 
 
@@ -126,7 +130,11 @@ def phase_weights_list(request, project_id: UUID):
     return learning.proposals_of(project=project)
 
 
-@router.post("/projects/{project_id}/insights/phase-weights/{proposal_id}/apply", response=dict[str, Any])
+@router.post(
+    "/projects/{project_id}/insights/phase-weights/{proposal_id}/apply",
+    response=dict[str, Any],
+    openapi_extra=conflict("The proposal was already applied (`conflict`)."),
+)
 def phase_weights_apply(request, project_id: UUID, proposal_id: int):
     """Apply a proposal to the project's retrieval (stewards and admins)."""
     project = project_get(principal=request.auth, project_id=project_id)
@@ -143,7 +151,11 @@ def telemetry_get(request, project_id: UUID):
     return telemetry.project_telemetry(project=project)
 
 
-@router.post("/projects/{project_id}/insights/thresholds/{adjustment_id}/revert", response=dict[str, Any])
+@router.post(
+    "/projects/{project_id}/insights/thresholds/{adjustment_id}/revert",
+    response=dict[str, Any],
+    openapi_extra=conflict("The change was already reverted (`conflict`)."),
+)
 def threshold_revert(request, project_id: UUID, adjustment_id: int):
     """Undo a tightened threshold (admins)."""
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.ADMIN)

@@ -27,7 +27,10 @@ wrote, never the raw sessions, so it is fast at any size. Its shape:
           "enough": bool,               # False: "not enough sessions yet" (show no effect)
           "significant": bool,          # enough and the interval excludes 0
         },
-        ...
+        ...,
+        # last: "graph_boost_rate", counted per retrieval for the whole project (not per group):
+        # its rate is under "full" (control and passive None), n_full is the retrievals that ran
+        # the boost, "interval" is the rate's Wilson interval, "effect" None, "effect_kind" "none".
       ],
       "tokens_saved": {                 # per session, measured against control
         "estimate": float | None, "interval": [lo, hi] | None,
@@ -44,7 +47,7 @@ wrote, never the raw sessions, so it is fast at any size. Its shape:
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.db.models import Q, Sum
@@ -200,3 +203,27 @@ def tokens_saved_estimate(*, project: Project, date_from: date, date_to: date) -
     """Tokens saved per session, measured against control (the dashboard's health page shows it
     in place of the old per-injection guess)."""
     return project_insights(project=project, date_from=date_from, date_to=date_to)["tokens_saved"]
+
+
+TOKENS_WINDOW_DAYS = 30
+
+
+def tokens_saved_total(*, project: Project, days: int = TOKENS_WINDOW_DAYS) -> dict[str, Any]:
+    """Tokens saved over the last `days`: the measured saving per full-memory session (control's
+    mean tokens per task minus full's) times the full-memory sessions in the window, with the
+    interval scaled alike. None where there are not enough sessions yet to measure it."""
+    today = timezone.localdate()
+    report = project_insights(project=project, date_from=today - timedelta(days=days - 1), date_to=today)
+    saved, sessions = report["tokens_saved"], report["groups"]["full"]
+    per_session, interval = saved["estimate"], saved["interval"]
+    return {
+        "per_session": per_session,
+        "interval": interval,
+        "sessions": sessions,
+        "total": round(per_session * sessions) if per_session is not None else None,
+        "total_interval": [round(interval[0] * sessions), round(interval[1] * sessions)]
+        if interval
+        else None,
+        "days": days,
+        "label": saved["label"],
+    }

@@ -1,16 +1,16 @@
 """The numbers on a project's health dashboard, computed from plain counts (no Django).
 
-Neither seed gives a formula for the health score or for tokens saved, so both are stated here
-and shown on the page next to the numbers they produce:
+No seed gives a formula for the health score, so it is stated here and shown on the page next
+to the number it produces:
 
 - health score = 100 × (0.30 × mean confidence
                         + 0.25 × share not waiting for review
                         + 0.15 × share not disputed
                         + 0.15 × share not stale
                         + 0.15 × share active in the last 30 days)
-- tokens saved ≈ Σ over memories of injections × max(0, 1,000 − the memory's own tokens),
-  where 1,000 tokens is what rediscovering one fact costs an agent (reading a file or two,
-  a search, a failed attempt) and a memory's tokens are estimated as characters / 4.
+
+Tokens saved is measured, not computed here: the A/B rollups' difference in tokens per task
+between the control group and full memory, times the full-memory sessions (insights.selectors).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 ACTIVE_DAYS = 30
-DISCOVERY_TOKENS = 1000
 CHARS_PER_TOKEN = 4
 ROOT_MODULE = "(root)"
 
@@ -43,7 +42,8 @@ class Totals:
     stale: int = 0
     verified: int = 0
     mean_confidence: float = 0.0
-    tokens_saved: int = 0
+    tokens_saved: int | None = None  # measured against control; None: not enough sessions yet
+    tokens_saved_interval: list[int] | None = None
 
 
 @dataclass(frozen=True)

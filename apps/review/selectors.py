@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from uuid import UUID
 
-from django.db.models import Avg, BooleanField, Count, F, IntegerField, Q, Sum, Value
+from django.db.models import Avg, BooleanField, Count, Q
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Greatest, Length
 from django.http import Http404
 from django.utils import timezone
 
+from apps.insights.selectors import tokens_saved_total
 from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation, MemoryType
 from apps.memories.selectors import memories_visible
 from apps.observer.models import Session
@@ -75,7 +75,6 @@ def memory_in_project(*, principal: Principal, project: Project, memory_id: UUID
 def project_totals(*, principal: Principal, project: Project, now: datetime | None = None) -> health.Totals:
     now = now or timezone.now()
     since = now - timedelta(days=health.ACTIVE_DAYS)
-    content_tokens = Length("content") / Value(health.CHARS_PER_TOKEN)
     row = project_memories(principal=principal, project=project).aggregate(
         total=Count("id"),
         active=Count("id", filter=Q(usage_row__access_count__gt=0, usage_row__last_accessed_at__gte=since)),
@@ -84,12 +83,8 @@ def project_totals(*, principal: Principal, project: Project, now: datetime | No
         stale=Count("id", filter=Q(stale_at__isnull=False)),
         verified=Count("id", filter=Q(user_verified=True)),
         mean_confidence=Avg("confidence"),
-        tokens_saved=Sum(
-            F("usage_row__access_count")
-            * Greatest(Value(0), Value(health.DISCOVERY_TOKENS) - content_tokens),
-            output_field=IntegerField(),
-        ),
     )
+    saved = tokens_saved_total(project=project)
     return health.Totals(
         total=row["total"],
         active=row["active"],
@@ -98,7 +93,8 @@ def project_totals(*, principal: Principal, project: Project, now: datetime | No
         stale=row["stale"],
         verified=row["verified"],
         mean_confidence=row["mean_confidence"] or 0.0,
-        tokens_saved=row["tokens_saved"] or 0,
+        tokens_saved=saved["total"],
+        tokens_saved_interval=saved["total_interval"],
     )
 
 

@@ -21,6 +21,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from memorysaas_client.connect import blocks as agent_blocks
 
+from apps.insights.selectors import TOKENS_WINDOW_DAYS
 from apps.insights.views import health_page_charts
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
@@ -98,7 +99,7 @@ def health_dashboard(request, project):
             "modules": [(row, health.bar_width(row.memories, largest)) for row in top],
             "more_modules": max(0, len([r for r in rows if r.memories]) - len(top)),
             "attention": selectors.needs_attention(principal=principal, project=project),
-            "discovery_tokens": health.DISCOVERY_TOKENS,
+            "tokens_window_days": TOKENS_WINDOW_DAYS,
             "active_days": health.ACTIVE_DAYS,
             "chars_per_token": health.CHARS_PER_TOKEN,
             **health_page_charts(project),

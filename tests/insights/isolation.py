@@ -34,7 +34,6 @@ def _experiment(world):
     return {"body": {"enabled": True, "control_pct": 5, "passive_pct": 10}}
 
 
-# (Operations without a body: the session client needs one to send, as for the other POSTs.)
 @api_request("POST", "/api/v1/projects/{project_id}/insights/phase-weights/{proposal_id}/apply")
 def _apply(world):
     return {"body": {}}
