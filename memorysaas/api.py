@@ -14,8 +14,18 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.openapi.schema import OpenAPISchema
 from ninja.parser import Parser
 
+from apps.agents.api import router as agents_router
+from apps.governance.api import router as governance_router
+from apps.graph.api import router as graph_router
+from apps.insights.api import router as insights_router
+from apps.memories.api import router as memories_router
+from apps.observer.api import router as observer_router
+from apps.sync.api import router as sync_router
+from apps.tenants.api import router as tenants_router
 from apps.tenants.auth import principal_auth
+from apps.tenants.device_api import router as device_router
 from apps.tenants.ratelimit.throttle import refusal_of, request_throttle
+from apps.webhooks.api import router as webhooks_router
 from memorysaas.kernel.errors import (
     DATABASE_UNAVAILABLE,
     UNREADABLE_REQUEST,
@@ -220,29 +230,15 @@ def on_does_not_exist(request, exc):
     return error_response(404, "Not found.")
 
 
-def _register_routers() -> None:
-    from apps.tenants.api import router as tenants_router
-
-    api.add_router("", tenants_router)
-    for module in (
-        "apps.tenants.device_api",
-        "apps.memories.api",
-        "apps.observer.api",
-        "apps.graph.api",
-        "apps.review.api",
-        "apps.governance.api",
-        "apps.sync.api",
-        "apps.insights.api",
-        "apps.webhooks.api",
-        "apps.agents.api",
-    ):
-        try:
-            router = __import__(module, fromlist=["router"]).router
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        api.add_router("", router)
-
-
-_register_routers()
+# Every app's router, mounted at the API root (each router's paths are absolute). An app whose
+# module is missing is an import error here, not a silently absent part of the API.
+api.add_router("", tenants_router)
+api.add_router("", device_router)
+api.add_router("", memories_router)
+api.add_router("", observer_router)
+api.add_router("", graph_router)
+api.add_router("", governance_router)
+api.add_router("", sync_router)
+api.add_router("", insights_router)
+api.add_router("", webhooks_router)
+api.add_router("", agents_router)

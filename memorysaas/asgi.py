@@ -43,15 +43,32 @@ async def http(scope, receive, send):
     return await app(scope, receive, send)
 
 
-# Requests wait at the admission gate, holding no thread or connection, until a place is theirs.
-application = ProtocolTypeRouter({"http": AdmissionMiddleware(http), "websocket": websocket})
+from memorysaas import metrics, probes  # noqa: E402
+
+admitted = AdmissionMiddleware(http)
+# Probes and scrapes are answered before the admission gate and Django: a flood must not make
+# this process look dead or unready, nor hide the figures that show the flood.
+_BESIDE_DJANGO = {
+    probes.LIVENESS_PATH: probes.liveness,
+    probes.READINESS_PATH: probes.readiness,
+    metrics.METRICS_PATH: metrics.metrics,
+}
+
+
+async def http_gated(scope, receive, send):
+    """Requests wait at the admission gate, holding no thread or connection, until a place is theirs."""
+    app = _BESIDE_DJANGO.get(scope["path"], admitted)
+    return await app(scope, receive, send)
+
+
+application = ProtocolTypeRouter({"http": http_gated, "websocket": websocket})
 
 # Multipart bodies reach Django unparsed, so a broken one is answered in the API's envelope.
 from memorysaas.kernel.multipart import leave_form_bodies_to_django  # noqa: E402
 
 leave_form_bodies_to_django()
 
-# The first searches should not wait for the local models to load (apps/memories/precision.py).
-from apps.memories.precision import warm_in_background  # noqa: E402
+# The first searches should not wait for the local models to load (apps/memories/embedding/precision.py).
+from apps.memories.embedding.precision import warm_in_background  # noqa: E402
 
 warm_in_background()

@@ -1,12 +1,15 @@
-"""Request-level guards: the body-size ceiling and the JSON error envelope for /api/."""
+"""Request-level middleware: the request id, latency metrics and access log line; the body-size
+ceiling; the JSON error envelope for /api/."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from memorysaas.kernel import metrics, requestid
 from memorysaas.kernel.errors import (
     DATABASE_UNAVAILABLE,
     UNREADABLE_REQUEST,
@@ -16,6 +19,7 @@ from memorysaas.kernel.errors import (
 )
 
 logger = logging.getLogger(__name__)
+access_logger = logging.getLogger("memorysaas.access")
 
 API_PREFIX = "/api/"
 _UPLOAD_PATH_SUFFIXES = ("/graph/index",)
@@ -29,6 +33,51 @@ def body_limit_for(request: HttpRequest) -> int:
     if request.path.endswith(_UPLOAD_PATH_SUFFIXES) and request.content_type != "application/json":
         return settings.MAX_UPLOAD_BYTES
     return settings.MAX_REQUEST_BYTES
+
+
+def route_of(request: HttpRequest) -> str:
+    """The URL pattern that answered (`api/v1/projects/<project_id>/search`), never the raw
+    path: a path per project would be a metric series per project."""
+    match = getattr(request, "resolver_match", None)
+    return match.route if match is not None and match.route else "unmatched"
+
+
+class RequestContextMiddleware:
+    """Outermost: gives the request its id (X-Request-ID, accepted or made), returns it on the
+    response, and records how long the request took by route, method and status, with one
+    access log line when ACCESS_LOG is on."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request_id = requestid.from_header(request.META.get(requestid.META_KEY))
+        request.request_id = request_id  # type: ignore[attr-defined]
+        token = requestid.current.set(request_id)
+        started = time.perf_counter()
+        try:
+            response = self.get_response(request)
+            elapsed = time.perf_counter() - started
+            route = route_of(request)
+            metrics.request_duration.labels(route, request.method, str(response.status_code)).observe(elapsed)
+            response[requestid.HEADER] = request_id
+            if settings.ACCESS_LOG:
+                access_logger.info(
+                    "%s %s %s",
+                    request.method,
+                    request.path,
+                    response.status_code,
+                    extra={
+                        "method": request.method,
+                        "path": request.path,
+                        "route": route,
+                        "status": response.status_code,
+                        "duration_ms": round(elapsed * 1000, 2),
+                    },
+                )
+            return response
+        finally:
+            requestid.current.reset(token)
 
 
 class RequestSizeLimitMiddleware:
@@ -95,4 +144,9 @@ class ApiErrorMiddleware:
             logger.warning("Unreadable request on %s %s: %s", request.method, request.path, exception)
             return unreadable_request_response(exception)
         logger.exception("Unhandled error on %s %s", request.method, request.path)
-        return error_response(500, "An internal error occurred; it has been logged.")
+        # The id finds the logged traceback (every line of the request carries it).
+        return error_response(
+            500,
+            "An internal error occurred; it has been logged.",
+            details={"request_id": requestid.current.get()},
+        )

@@ -1,4 +1,5 @@
-"""`make run`: database, migrations, demo credentials, then daphne and a django-q2 cluster.
+"""`make run`: database, migrations, demo credentials, then daphne and a django-q2 cluster per
+queue lane (interactive and bulk, settings.QUEUE_LANES).
 
 Ctrl-C (or SIGTERM) stops the web server, the worker and — if this run started it — the
 embedded PostgreSQL. Running it again reuses the data under .data/ (MEMORYSAAS_DATA_DIR).
@@ -7,6 +8,7 @@ embedded PostgreSQL. Running it again reuses the data under .data/ (MEMORYSAAS_D
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +19,9 @@ from memorysaas.kernel.embedded_db import DATA_DIR
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# One worker cluster per queue lane (memorysaas.kernel.queue): a backlog of embeddings on the bulk
+# lane never delays a finalize or a graph index on the interactive one.
+LANES = ("interactive", "bulk")
 
 
 def _shown(path: Path) -> str:
@@ -44,6 +49,16 @@ def _embedded_running() -> bool:
     return True
 
 
+def _share_metrics_between_processes() -> None:
+    """The web server and the workers write their Prometheus figures into one folder, which
+    /metrics adds up (memorysaas/kernel/metrics.py); emptied at each start, as
+    prometheus_client asks, so a previous run's processes are not counted."""
+    folder = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or DATA_DIR / "prometheus")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memorysaas.settings.local")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
@@ -64,6 +79,7 @@ def main() -> int:
         )
         embedded_database()
 
+    _share_metrics_between_processes()
     children: list[subprocess.Popen] = []
 
     def stop(*_):
@@ -91,9 +107,15 @@ def main() -> int:
         print("────────────────────────────────────────────────────")
         print(f"Dashboard: http://{host}:{port}/   API: http://{host}:{port}/api/v1/docs\n")
         # Children get their own session: Ctrl-C reaches only this process, which stops them in order.
-        children.append(
-            subprocess.Popen([PYTHON, "manage.py", "qcluster"], cwd=BASE_DIR, start_new_session=True)
-        )
+        for lane in LANES:
+            children.append(
+                subprocess.Popen(
+                    [PYTHON, "manage.py", "qcluster"],
+                    cwd=BASE_DIR,
+                    env={**os.environ, "Q_LANE": lane},
+                    start_new_session=True,
+                )
+            )
         children.append(
             subprocess.Popen(
                 [PYTHON, "-m", "daphne", "-b", host, "-p", port, "memorysaas.asgi:application"],

@@ -75,3 +75,13 @@ def test_a_request_that_needs_the_database_gets_a_503_envelope_when_it_is_unreac
         assert response.json()["error"]["code"] == "database_unavailable"
         assert set(response.json()["error"]) == {"code", "message", "details"}
         assert int(response.headers["Retry-After"]) > 0
+
+
+def test_readiness_fails_and_liveness_holds_when_the_database_is_unreachable(server_without_database):
+    ready = httpx.get(f"{server_without_database}/readyz", timeout=30)
+    assert ready.status_code == 503, ready.text
+    assert ready.json()["status"] == "unready"
+    assert ready.json()["checks"]["database"]["ok"] is False
+    alive = httpx.get(f"{server_without_database}/livez", timeout=30)
+    assert alive.status_code == 200
+    assert alive.json() == {"status": "alive"}

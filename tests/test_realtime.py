@@ -99,8 +99,8 @@ def test_writes_that_need_review_announce_it(alice, bob):
 
 
 async def _writes_that_need_review_announce_it(alice, bob):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create, memory_feedback
+    from apps.memories.validation import MemoryDraft
 
     cookie = (b"cookie", (await sync_to_async(_session_cookie)(bob)).encode())
     communicator, connected, _ = await _connect(alice.project.id, cookie)
@@ -409,9 +409,9 @@ def test_a_personal_memory_is_announced_without_its_id(alice, bob):
 
 
 async def _a_personal_memory_is_announced_without_its_id(alice, bob):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.models import Memory
     from apps.memories.services import memory_create, memory_delete
+    from apps.memories.validation import MemoryDraft
 
     cookie = (b"cookie", (await sync_to_async(_session_cookie)(bob)).encode())
     communicator, connected, _ = await _connect(alice.project.id, cookie)
@@ -459,8 +459,8 @@ def test_an_org_memory_is_announced_in_every_project_it_applies_in(alice, bob):
 
 
 async def _an_org_memory_is_announced_in_every_project_it_applies_in(alice, bob):
-    from apps.memories.drafts import MemoryDraft
     from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
     from tests.factories import ProjectFactory
 
     sibling = await sync_to_async(ProjectFactory)(organization=alice.org, name="Sibling", slug="sibling")

@@ -8,11 +8,10 @@ from typing import Any
 from uuid import UUID
 
 from apps.agents import hooks as H
-from apps.memories.retrieval import injection_min_confidence
-from apps.memories.search import build_context
 from apps.memories.selectors import memories_visible
 from apps.memories.services import memories_record_access
-from apps.observer import external, selectors
+from apps.memories.thresholds import injection_min_confidence
+from apps.observer import injection, selectors
 from apps.observer import services as observer
 from apps.observer.models import Session
 from apps.tenants.models import Project
@@ -26,8 +25,8 @@ def start_plan(*, principal: Principal, session_id: UUID, gotchas: bool) -> str:
     """The session-start plan (prefetch, recipes, work state) and, at SessionStart, the project's
     strongest warnings; what it hands over counts as injected into the session."""
     session = selectors.session_get(principal=principal, session_id=session_id)
-    plan = selectors.start_context(session=session, principal=principal, files=[])
-    observer.start_injection_record(session=session, start_context=plan)
+    plan = injection.start_context(session=session, principal=principal, files=[])
+    injection.start_injection_record(session=session, start_context=plan)
     top = top_gotchas(principal, session) if gotchas else []
     if top:
         new = observer.context_injection_record(
@@ -59,13 +58,13 @@ def prompt_context(*, principal: Principal, project: Project, prompt: str, sessi
     """/context packed for a prompt ("" for an empty one), in the session when it is open."""
     if not prompt.strip():
         return ""
-    packed = build_context(
+    packed = injection.build_context(
         principal=principal, project=project, phase=None, task=prompt[:4000], session_id=session_id
     )
     return packed["text"]
 
 
 def step_injection(*, principal: Principal, session_id: UUID, step: int, files: list[str]) -> str:
-    answer = external.step_injection_for(session_id=session_id, principal=principal, step=step, files=files)
-    injection = answer.get("injection")
-    return injection["content"] if injection else ""
+    answer = injection.step_injection_for(session_id=session_id, principal=principal, step=step, files=files)
+    given = answer.get("injection")
+    return given["content"] if given else ""

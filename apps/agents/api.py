@@ -10,8 +10,9 @@ from ninja import Router
 from pydantic import BaseModel, ConfigDict, Field
 
 from apps.agents import services
-from apps.agents.hooks import read_hook
+from apps.agents.hooks import HANDLED, read_hook
 from memorysaas.kernel.errors import ApiError
+from memorysaas.kernel.metrics import count_hook_delivery
 
 logger = logging.getLogger(__name__)
 router = Router(tags=["agents"])
@@ -45,14 +46,22 @@ def claude_code_hook(request, payload: HookIn, project: UUID | None = None):
     finds the database too slow, is logged and answered `{}` (or without its context), and no
     answer carries a `decision`. A wrong key, project or scope is a 4xx, which Claude Code
     treats as a non-blocking error."""
+    event = payload.hook_event_name
+    outcome = "failed"
     try:
-        return services.hook_deliver(
+        answer = services.hook_deliver(
             principal=request.auth, project_id=project, hook=read_hook(payload.model_dump())
         )
+        outcome = "recorded"
+        return answer
     except services.Refused:
+        outcome = "refused"
         raise
     except ApiError as exc:
-        logger.warning("Claude Code %s delivery not recorded: %s", payload.hook_event_name, exc)
+        outcome = "not_recorded"
+        logger.warning("Claude Code %s delivery not recorded: %s", event, exc)
     except Exception:
-        logger.exception("Claude Code %s delivery failed", payload.hook_event_name)
+        logger.exception("Claude Code %s delivery failed", event)
+    finally:
+        count_hook_delivery(hook="claude-code", event=event, outcome=outcome, known_events=HANDLED)
     return {}

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.observer.text import TEST_RUN
+from apps.observer.text_rules import TEST_RUN
 
 SESSION_START = "SessionStart"
 USER_PROMPT = "UserPromptSubmit"

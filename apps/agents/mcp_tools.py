@@ -15,17 +15,19 @@ from pydantic import ValidationError
 from apps.graph import selectors as graph_selectors
 from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
-from apps.memories.drafts import MemoryDraft, clean_paths
 from apps.memories.kinds import TYPE_ALIASES, MemoryKind, normalize_type
 from apps.memories.models import FeedbackKind, Memory, MemoryType
-from apps.memories.packing import citation
-from apps.memories.search import build_context, search
+from apps.memories.search import NO_HYDE, SearchRequest, search
+from apps.memories.search.packing import citation
+from apps.memories.validation import MemoryDraft, clean_paths
+from apps.observer.injection import build_context
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
-from apps.tenants.selectors import as_uuid, project_get, projects_for
+from apps.tenants.selectors import project_get, projects_for
 from apps.tenants.services import require
 from memorysaas.kernel.errors import Invalid, NotFound
+from memorysaas.kernel.ids import as_uuid
 
 _PICK_A_PROJECT = "Pass `project` (an id or slug from list_projects)."
 
@@ -122,13 +124,15 @@ def search_memory(
 ) -> dict[str, Any]:
     target = project_for(principal, project, Perm.MEMORIES_READ)
     result = search(
-        principal=principal,
-        project=target,
-        query=query,
-        files=files,
-        phase=phase,
-        limit=limit,
-        types=_types(types),
+        SearchRequest(
+            principal=principal,
+            project=target,
+            query=query,
+            files=files,
+            phase=phase,
+            limit=limit,
+            types=_types(types),
+        )
     )
     return {
         "project": target.slug,
@@ -224,13 +228,15 @@ def recipes(*, principal: Principal, project: str | None, task: str, limit: int)
     target = project_for(principal, project, Perm.MEMORIES_READ)
     if task.strip():
         found = search(
-            principal=principal,
-            project=target,
-            query=task,
-            limit=limit,
-            types=[MemoryType.WORKFLOW_RECIPE],
-            include_stale=False,
-            use_hyde=False,
+            SearchRequest(
+                principal=principal,
+                project=target,
+                query=task,
+                limit=limit,
+                types=[MemoryType.WORKFLOW_RECIPE],
+                include_stale=False,
+            ),
+            NO_HYDE,
         )
         memories = [hit.memory for hit in found.hits]
     else:

@@ -26,7 +26,7 @@ from apps.agents import answers
 from apps.agents import hooks as H
 from apps.agents.budget import budget, set_timeout, within
 from apps.agents.models import HookDelivery, HookSession
-from apps.memories.drafts import clean_paths
+from apps.memories.validation import clean_paths
 from apps.observer import external, selectors
 from apps.observer import services as observer
 from apps.observer.models import Session, SessionStatus

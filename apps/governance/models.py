@@ -1,5 +1,5 @@
 """Disputes on memories (with their comment thread), in-app notifications, and each project's
-trust level (V5 §13 "Trust Progression", §15 "Team Memory Dispute Resolution")."""
+trust level (docs/api/disputes-trust.md)."""
 
 from __future__ import annotations
 

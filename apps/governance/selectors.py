@@ -6,29 +6,24 @@ from uuid import UUID
 
 from apps.governance.models import Dispute, DisputeStatus, Notification
 from apps.memories.models import Memory
+from apps.memories.selectors import memory_ids_visible
 from apps.tenants.models import ApiKey, Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import NotFound
-
-
-def _as_uuid(value: str | UUID) -> UUID | None:
-    try:
-        return value if isinstance(value, UUID) else UUID(str(value))
-    except ValueError:
-        return None
+from memorysaas.kernel.ids import as_uuid
 
 
 def disputes_visible(*, principal: Principal):
     """Disputes on memories the principal can read (a personal memory only to its owner)."""
     return (
         Dispute.objects.visible_to(principal)
-        .filter(memory__in=Memory.objects.visible_to(principal).values("id"))
+        .filter(memory__in=memory_ids_visible(principal=principal))
         .select_related("project__organization", "memory", "opened_by", "resolved_by")
     )
 
 
 def dispute_get(*, principal: Principal, dispute_id: str | UUID) -> Dispute:
-    dispute = disputes_visible(principal=principal).filter(id=_as_uuid(dispute_id)).first()
+    dispute = disputes_visible(principal=principal).filter(id=as_uuid(dispute_id)).first()
     if dispute is None:
         raise NotFound("No such dispute.")
     return dispute
@@ -73,7 +68,3 @@ def notification_get(*, user, notification_id: int, key: ApiKey | None = None) -
     if item is None:
         raise NotFound("No such notification.")
     return item
-
-
-def unread_count(*, user) -> int:
-    return notifications_for(user=user, unread_only=True).count()

@@ -22,6 +22,7 @@ from apps.governance.models import (
 from apps.governance.notify import notify, project_stewards
 from apps.governance.trust import allowed_levels, project_offer
 from apps.memories import secrets_scan
+from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryScope
 from apps.tenants.principal import Principal
@@ -174,13 +175,13 @@ def _apply(memory: Memory, actor: Principal, resolution: str, changes: dict[str,
             memory=memory, actor=actor, changes={"deprecated": True}, change="dispute_deprecate"
         )
     if not Dispute.objects.filter(memory=memory, status=DisputeStatus.OPEN).exists():
-        Memory.objects.filter(pk=memory.pk).update(disputed=False)
+        memory_services.memory_dispute_cleared(memory_id=memory.pk)
         # A secret taken out of the new text waits for a steward's review, as after any write;
         # and a resolver may ask for the review to stay.
         if secrets or changes.get("needs_review") is True:
             return
         memory_services.memory_update(
-            memory=Memory.objects.get(pk=memory.pk),
+            memory=memory_selectors.memory_by_id(memory.pk),
             actor=actor,
             changes={"needs_review": False},
             change="dispute_closed",
@@ -228,7 +229,7 @@ def dispute_resolve(
     dispute.resolved_at = timezone.now()
     dispute.override = dispute.override or override
     dispute.save()
-    _apply(Memory.objects.get(pk=dispute.memory_id), actor, resolution, changes or {})
+    _apply(memory_selectors.memory_by_id(dispute.memory_id), actor, resolution, changes or {})
     outcome = dispute.get_resolution_display()
     _entry(dispute, actor, EntryKind.RESOLVED, f"{outcome}. {dispute.resolution_note}".strip())
     notify(

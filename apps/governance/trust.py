@@ -1,4 +1,4 @@
-"""Trust progression (V5 §13): four levels, each with its injection threshold, and the rules
+"""Trust progression: four levels, each with its injection threshold, and the rules
 that *offer* a move between them from the project's feedback. Nothing here changes a level;
 an owner or admin accepts an offer on the trust page (services.trust_level_set).
 
@@ -21,7 +21,8 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from apps.governance.models import ProjectTrust, TrustLevel
-from apps.memories.models import FeedbackKind, Memory, MemoryFeedback
+from apps.memories.models import FeedbackKind
+from apps.memories.selectors import feedback_of_project, memories_of_project
 from apps.tenants.models import Project
 
 THRESHOLDS: dict[int, float] = {
@@ -84,8 +85,8 @@ def threshold_for(project: Project) -> float:
 
 
 def trust_stats(project: Project, since: datetime | None = None) -> TrustStats:
-    memories = Memory.objects.filter(project=project, deprecated=False)
-    feedback = MemoryFeedback.objects.filter(memory__project=project)
+    memories = memories_of_project(project=project).filter(deprecated=False)
+    feedback = feedback_of_project(project=project)
     sessions = set(memories.exclude(session_id="").values_list("session_id", flat=True).distinct())
     sessions |= set(feedback.exclude(session_id="").values_list("session_id", flat=True).distinct())
     counts = feedback.aggregate(
@@ -115,7 +116,7 @@ def trust_stats(project: Project, since: datetime | None = None) -> TrustStats:
 def offer_for(level: int | None, stats: TrustStats) -> Offer | None:
     """The move the rules suggest from `level` given `stats`, or None."""
     if level is None:
-        return Offer(TrustLevel.CAUTIOUS, "advance", "New projects start Cautious (V5 §13).")
+        return Offer(TrustLevel.CAUTIOUS, "advance", "New projects start Cautious.")
     if stats.worst_session_flags >= FLAGS_IN_ONE_SESSION and level > TrustLevel.CAUTIOUS:
         return Offer(
             level - 1,

@@ -169,7 +169,7 @@ class Chunk:
 
     @property
     def context_prefix(self) -> str:
-        """seeds/003 §8: `File: … | function: name | Lines: a-b`, prepended at embed time."""
+        """The chunk's context line, `File: … | function: name | Lines: a-b`, prepended at embed time."""
         parts = [f"File: {self.path}"]
         if self.chunk_type != "module":
             parts.append(f"{self.chunk_type}: {self.name or 'unknown'}")

@@ -1,4 +1,4 @@
-"""The knowledge graph of a project's code (seeds/000 §6, seeds/003 §6).
+"""The knowledge graph of a project's code (docs/architecture.md, "The knowledge graph").
 
 Nodes are files, directories, modules and the symbols in them; edges are what tree-sitter can
 see (imports, calls, extends, implements, exports, contains), with a confidence and the impact
@@ -18,7 +18,7 @@ from django.db.models.functions import Left
 
 from apps.tenants.models import ProjectScopedQuerySet
 
-# seeds/000 §6 EDGE_IMPACT_WEIGHTS (structural kinds; `contains` carries no impact).
+# How much a change travels along each edge kind (structural kinds; `contains` carries no impact).
 EDGE_WEIGHTS: dict[str, float] = {
     "imports": 0.9,
     "calls": 0.8,
@@ -172,7 +172,7 @@ class GraphFileLinks(models.Model):
 
 
 class CodeChunk(models.Model):
-    """A function or class (or a whole small file) with its contextual prefix (seeds/003 §6)."""
+    """A function or class (or a whole small file) with its contextual prefix (its file and name)."""
 
     # As GraphEdge: no per-row constraint check; (project, path) is the project's index.
     project = models.ForeignKey(

@@ -11,7 +11,7 @@ from uuid import UUID
 from django.db import connection
 
 from apps.graph.models import DEPENDENCY_KINDS, EDGE_WEIGHTS, CodeChunk, GraphNode, NodeKind
-from apps.memories.codetokens import analyze, split_parts
+from apps.memories.search.codetokens import analyze, split_parts
 from apps.tenants.models import Project
 from memorysaas.kernel.errors import Invalid, NotFound
 

@@ -46,7 +46,7 @@ from apps.graph.models import (
     IndexStatus,
 )
 from apps.graph.resolve import Resolver
-from apps.memories.codetokens import split_parts
+from apps.memories.search.codetokens import split_parts
 from apps.tenants.models import Project
 from memorysaas.kernel import events as org_events
 from memorysaas.kernel.locks import hold_until_commit
@@ -908,12 +908,14 @@ def _memories_follow(project: Project, tree: SourceTree) -> None:
     """After a full index, memories about files that no longer exist are marked stale, and stale
     ones whose files are all there again are not. Only what the walk looked at counts: a file
     outside `--include`, or in a vendored directory, is not known to be gone."""
-    from apps.memories.models import Memory
+    from apps.memories.selectors import memories_of_project
     from apps.memories.services import memories_files_deleted, memories_files_restored
 
     referenced: set[str] = set()
-    for paths in Memory.objects.filter(project=project, stale_at__isnull=True).values_list(
-        "related_files", flat=True
+    for paths in (
+        memories_of_project(project=project)
+        .filter(stale_at__isnull=True)
+        .values_list("related_files", flat=True)
     ):
         referenced.update(paths)
     missing = {p for p in referenced if language_of(p) is not None and tree.exists(p) is False}

@@ -1,4 +1,4 @@
-"""Module summaries from structure (issue 5 §7, seeds/000 §6 "Semantic Module Scan").
+"""Module summaries from structure: what a module holds, read from the graph, not from an LLM.
 
 After a full index, each top-level module gets one `module_insight` memory, marked
 `needs_review`, written from what the graph already knows: its entry points, what they export,
@@ -14,9 +14,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from apps.graph.models import GraphEdge, GraphNode
-from apps.memories.drafts import MemoryDraft
+from apps.memories import selectors as memory_selectors
 from apps.memories.kinds import Source
-from apps.memories.models import Memory
+from apps.memories.validation import MemoryDraft
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM
 
@@ -164,9 +164,9 @@ def module_summaries_write(*, project: Project) -> dict[str, int]:
 
     existing = {
         m.related_modules[0]: m
-        for m in Memory.objects.filter(
-            project=project, type="module_insight", tags__contains=[SUMMARY_TAG]
-        ).exclude(related_modules=[])
+        for m in memory_selectors.memories_of_project(project=project)
+        .filter(type="module_insight", tags__contains=[SUMMARY_TAG])
+        .exclude(related_modules=[])
     }
     created: list[MemoryDraft] = []
     counts = {"created": 0, "updated": 0, "unchanged": 0, "kept_reviewed": 0}

@@ -51,7 +51,7 @@ def _run(job_id: int) -> str:
                 job, lambda progress: services.index_directory(project, job.source_dir, progress=progress)
             )
             if result.status == IndexStatus.DONE:
-                enqueue(module_summaries_task, str(project.id))
+                enqueue(module_summaries_task, str(project.id), lane="bulk")
         else:
             batch = job.batch or {}
             changed = {f["path"]: f["content"].encode("utf-8") for f in batch.get("files", [])}

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from apps.insights import snapshots
 from apps.insights.history import HealthSnapshot
-from apps.memories.models import FeedbackKind, MemoryFeedback
+from apps.memories import selectors as memory_selectors
+from apps.memories.models import FeedbackKind
 from apps.memories.selectors import memories_visible
 from apps.observer.models import Session
 from apps.tenants.models import Project
@@ -134,9 +135,11 @@ def _cardinality_sum():
 
 
 def _feedback(project: Project, start, end):
-    return MemoryFeedback.objects.filter(
-        memory__project=project, created_at__gte=start, created_at__lt=end
-    ).annotate(day=TruncDate("created_at"))
+    return (
+        memory_selectors.feedback_of_project(project=project)
+        .filter(created_at__gte=start, created_at__lt=end)
+        .annotate(day=TruncDate("created_at"))
+    )
 
 
 def precision(project: Project, window: Window) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from apps.insights.history import HealthSnapshot, RetrievalSample
-from apps.memories.models import Memory, MemoryScope
+from apps.memories import selectors as memory_selectors
+from apps.memories.models import MemoryScope
 from apps.tenants.models import Project
 from memorysaas.kernel.latency import Sample
 
@@ -52,7 +53,7 @@ def latency_percentiles(project_id: UUID, start: datetime, end: datetime) -> dic
 
 
 def project_memories(project: Project):
-    return Memory.objects.filter(project=project).exclude(scope=MemoryScope.PERSONAL)
+    return memory_selectors.memories_of_project(project=project).exclude(scope=MemoryScope.PERSONAL)
 
 
 def health_counts(project: Project, *, now: datetime | None = None) -> dict[str, Any]:

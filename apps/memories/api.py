@@ -1,4 +1,4 @@
-"""Memories endpoints: create (one or a batch), list, get, patch, delete, feedback, search, context."""
+"""Memories endpoints: create (one or a batch), list, get, patch, delete, feedback, search."""
 
 from __future__ import annotations
 
@@ -11,24 +11,23 @@ from ninja import Body, Field, Query, Router, Status
 from pydantic import ConfigDict, Discriminator, Tag, field_validator, model_validator
 
 from apps.memories import selectors, services
-from apps.memories.drafts import (
+from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
+from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
+from apps.memories.search.packing import citation
+from apps.memories.validation import (
     MAX_BATCH,
     MAX_CONTENT_CHARS,
     MAX_HALF_LIFE_DAYS,
+    MemoryChanges,
     MemoryDraft,
     WorkUnitRef,
-    clean_paths,
 )
-from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
-from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
-from apps.memories.packing import citation
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.kernel.errors import Invalid, conflict
+from memorysaas.kernel.metrics import observe_search_stages
 from memorysaas.kernel.openapi import (
-    NOT_SPACE,
-    SOME_PATH,
     change_schema,
     link,
     links,
@@ -160,21 +159,12 @@ class MemoryFilters(QuerySchema):
 _PATCH_NULLABLE = frozenset({"work_unit_ref", "decay_half_life_days"})
 
 
-class MemoryPatch(InputSchema):
+class MemoryPatch(MemoryChanges):
     model_config = ConfigDict(json_schema_extra=change_schema(nullable=_PATCH_NULLABLE, like=MemoryDraft))
 
     content: str | None = Field(None, min_length=1, max_length=MAX_CONTENT_CHARS)
-    type: str | None = None
-    tags: list[str] | None = None
-    related_files: list[str] | None = None
-    related_modules: list[str] | None = None
-    payload: dict[str, Any] | None = None
-    citation_text: str | None = None
-    confidence: float | None = Field(None, ge=0, le=1)
     scope: Scope | None = None
     needs_review: bool | None = None
-    pinned: bool | None = None
-    deprecated: bool | None = None
     decay_half_life_days: float | None = Field(None, gt=0, le=MAX_HALF_LIFE_DAYS)
     work_unit_ref: WorkUnitRef | None = None
     methodology: str | None = Field(None, max_length=40)
@@ -356,7 +346,7 @@ class SearchIn(InputSchema):
     @field_validator("types", mode="before")
     @classmethod
     def _aliases(cls, value: Any) -> Any:
-        """As create and the list filter do, a Dex alias names its V5 type."""
+        """As create and the list filter do, a Dex alias names its memory type."""
         if isinstance(value, list):
             return [_v5_type(v) for v in value]
         return value
@@ -422,85 +412,21 @@ def memories_search(request, project_id: UUID, payload: SearchIn):
     """Hybrid search: dense + keyword + graph paths, score fusion (weighted RRF reported beside
     it), neighbourhood boost, phase, trust, confidence and dispute weighting, rerank. Each result carries its rank in every path,
     its score components and any boost reason; the response carries per-stage timings."""
-    from apps.memories.search import search
+    from apps.memories.search import SearchRequest, Stages, search
 
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
     result = search(
-        principal=request.auth,
-        project=project,
-        query=payload.query,
-        files=payload.files,
-        phase=payload.phase,
-        limit=payload.limit,
-        query_kind=payload.query_kind,
-        types=[t.value for t in payload.types] if payload.types else None,
-        rerank=payload.rerank,
-        use_hyde=payload.hyde,
+        SearchRequest(
+            principal=request.auth,
+            project=project,
+            query=payload.query,
+            files=payload.files,
+            phase=payload.phase,
+            limit=payload.limit,
+            query_kind=payload.query_kind,
+            types=[t.value for t in payload.types] if payload.types else None,
+        ),
+        Stages(rerank=payload.rerank, hyde=payload.hyde),
     )
+    observe_search_stages("search", result.timings_ms)
     return result.as_dict()
-
-
-class ContextIn(InputSchema):
-    model_config = ConfigDict(
-        json_schema_extra=with_schema(
-            {
-                "anyOf": [
-                    {"required": ["task"], "properties": {"task": {"pattern": NOT_SPACE}}},
-                    {"required": ["files"], "properties": {"files": {"contains": {"pattern": SOME_PATH}}}},
-                ]
-            }
-        )
-    )
-
-    phase: str | None = Field(None, max_length=40)
-    task: str = Field("", max_length=4000)
-    files: list[str] = Field(default_factory=list, max_length=100)
-    session_id: str = Field("", max_length=100)
-    token_budget: int | None = Field(None, ge=50, le=32000)
-
-    @model_validator(mode="after")
-    def needs_something(self) -> ContextIn:
-        if not self.task.strip() and not clean_paths(self.files):
-            raise ValueError("send a task, files, or both")
-        return self
-
-
-class ContextMemory(OutputSchema):
-    id: UUID
-    type: str
-    citation: str
-    tokens: int
-    score: float
-    related_files: list[str]
-
-
-class ContextOut(OutputSchema):
-    phase: str
-    text: str
-    token_count: int
-    token_budget: int
-    memories: list[ContextMemory]
-    session_notes: int
-    timings_ms: dict[str, float]
-    control_group: bool = Field(
-        False, description="The session is in the A/B control group: it is served no memory."
-    )
-
-
-@router.post("/projects/{project_id}/context", response=ContextOut)
-def memories_context(request, project_id: UUID, payload: ContextIn):
-    """Packed memories for a phase, task and files, inside the phase's token budget (or yours).
-    Stale or low-confidence memories are never injected; each injection counts as an access."""
-    from apps.memories.search import build_context
-
-    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
-    context = build_context(
-        principal=request.auth,
-        project=project,
-        phase=payload.phase,
-        task=payload.task,
-        files=payload.files,
-        session_id=payload.session_id,
-        token_budget=payload.token_budget,
-    )
-    return context

@@ -28,8 +28,12 @@ class MemoriesConfig(AppConfig):
         from memorysaas.kernel.schedules import register_schedule
 
         # Daily: deprecate after three half-lives unused, delete after the grace, evict the cache.
-        register_schedule("memories.decay_and_prune", "apps.memories.tasks.decay_and_prune_task", "D")
-        # Every 5 minutes: memories left pending (their embedding task was lost) are queued again.
         register_schedule(
-            "memories.embed_stranded", "apps.memories.tasks.embed_stranded_task", "I", minutes=5
+            "memories.decay_and_prune", "apps.memories.tasks.decay_and_prune_task", "D", lane="bulk"
+        )
+        # Every 5 minutes: memories left pending (their embedding task was lost) are queued again.
+        # On the bulk lane, so it runs behind the embeddings already queued there, not beside
+        # them queuing again memories that only wait their turn.
+        register_schedule(
+            "memories.embed_stranded", "apps.memories.tasks.embed_stranded_task", "I", minutes=5, lane="bulk"
         )

@@ -9,8 +9,8 @@ from django.core.checks import Error, register
 
 @register()
 def embedding_settings(app_configs, **kwargs) -> list[Error]:
-    from apps.memories.embeddings import LOCAL_RUNTIMES, PROVIDERS
-    from apps.memories.precision import MODELS
+    from apps.memories.embedding.precision import MODELS
+    from apps.memories.embedding.providers import LOCAL_RUNTIMES, PROVIDERS
 
     wanted = [("EMBEDDING_PROVIDER", PROVIDERS, "memories.E001")]
     if settings.EMBEDDING_PROVIDER == "local":  # (the runtime and the precision model are the local model's)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from copy import copy
 from typing import Any
 
-from apps.memories.embeddings import cache_key
+from apps.memories.embedding.providers import cache_key
 from apps.memories.models import EmbeddingCache, Memory, MemoryFeedback, MemoryScope, MemoryVersion
 from apps.memories.services import embedding_text, memory_delete
 from apps.tenants.principal import SYSTEM

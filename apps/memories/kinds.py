@@ -1,7 +1,7 @@
 """The memory vocabulary: types, sources, scopes, phases and the product numbers tied to them.
 
-Pure data (no Django import). The numbers are product decisions from the seeds: default
-half-lives (V5 §18), phase weights (V3 §7), source trust (V5 §7), packing budgets (V5 §7).
+Pure data (no Django import). The numbers are product decisions: default half-lives, phase
+weights, source trust and packing budgets (docs/architecture.md lists what each one drives).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class RelationKind(StrEnum):
     DERIVED_FROM = "derived_from"
 
 
-# Days; a type missing here does not decay. Decisions never decay (V5 §18).
+# Days; a type missing here does not decay. Decisions never decay.
 DEFAULT_HALF_LIFE_DAYS: dict[str, float] = {
     "work_state": 7,
     "e2e_observation": 30,
@@ -63,7 +63,7 @@ DEFAULT_HALF_LIFE_DAYS: dict[str, float] = {
     "task_calibration": 180,
 }
 
-# V3 §7: what each universal phase wants to see first.
+# What each universal phase wants to see first.
 PHASE_WEIGHTS: dict[str, dict[str, float]] = {
     "define": {
         "requirement": 1.5, "decision": 1.3, "workflow_recipe": 1.5, "task_calibration": 1.4,
@@ -112,7 +112,7 @@ SOURCE_TRUST: dict[str, float] = {
 
 DISPUTE_PENALTY = 0.8
 
-# V5 §7 context packing: total budget and per-type share of it.
+# Context packing: total budget and per-type share of it.
 PACKING: dict[str, tuple[int, dict[str, float]]] = {
     "define": (2500, {"workflow_recipe": 0.30, "requirement": 0.20, "decision": 0.20, "dead_end": 0.15,
                       "task_calibration": 0.10, "other": 0.05}),
@@ -132,7 +132,7 @@ def default_half_life(memory_type: str) -> float | None:
     return None if days is None or math.isinf(days) else float(days)
 
 
-# Methodology phase names (V5 §3, the native plugin) onto the six universal phases.
+# Methodology phase names (the native plugin's) onto the six universal phases.
 NATIVE_PHASES = {
     "planning": "define",
     "spec": "define",

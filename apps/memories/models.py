@@ -19,8 +19,8 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
-from apps.memories.drafts import MAX_CITATION_CHARS
 from apps.memories.kinds import MemoryKind, Phase, RelationKind, Scope, Source
+from apps.memories.validation import MAX_CITATION_CHARS
 from apps.tenants.models import Project, ProjectScopedQuerySet, TenantQuerySet
 
 if TYPE_CHECKING:
@@ -383,7 +383,7 @@ class MemoryFeedback(models.Model):
 
 
 class EmbeddingCache(models.Model):
-    """sha256(text:model:dims) → vector, so re-embedding unchanged text costs nothing (V5 §8)."""
+    """sha256(text:model:dims) → vector, so re-embedding unchanged text costs nothing."""
 
     key = models.CharField(max_length=64, primary_key=True)
     model_id = models.CharField(max_length=120)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from functools import partial
 from uuid import UUID
 
-from apps.memories import beside
+from apps.memories import concurrent_reads
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +48,6 @@ def unregister_neighbour_provider(fn: NeighbourProvider) -> None:
     _PROVIDERS.pop(_name(fn), None)
 
 
-def neighbour_providers() -> list[NeighbourProvider]:
-    return list(_PROVIDERS.values())
-
-
 def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float], dict[str, str]]:
     """Every provider's neighbours of `files` merged (max weight), and which provider gave each.
     The providers are independent reads: the slowest so far runs in this thread while the
@@ -63,7 +59,7 @@ def file_neighbours(project_id: UUID, files: list[str]) -> tuple[dict[str, float
     in_play = set(files)
     by_cost = sorted(_PROVIDERS.items(), key=lambda item: _COST.get(item[0], 0.0))
     asks = [(name, partial(_ask, name, provider, project_id, list(files))) for name, provider in by_cost]
-    waiting = [(name, beside.start(ask)) for name, ask in asks[:-1]]
+    waiting = [(name, concurrent_reads.start(ask)) for name, ask in asks[:-1]]
     here = [(name, ask()) for name, ask in asks[-1:]]  # while the others run beside
     answers = [(name, result()) for name, result in waiting] + here
     for name, found in answers:

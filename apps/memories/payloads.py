@@ -1,4 +1,4 @@
-"""Type-specific payloads (V5 §3 extended types), validated per memory type.
+"""Type-specific payloads (the extended types' structured fields), validated per memory type.
 
 Pure pydantic, no Django. A type without a schema here accepts any JSON object; a type with
 one rejects unknown fields and wrong shapes, so a client cannot store a half-formed recipe.

@@ -1,4 +1,4 @@
-"""The secret scanner that runs before any memory text is stored (V5 §16).
+"""The secret scanner that runs before any memory text is stored: a secret is never written.
 
 detect-secrets' plugins find what they know (AWS, GitHub, Slack, Stripe, JWTs, private keys,
 keyword assignments, high-entropy strings, …), with one plugin of ours beside them (a bare AWS

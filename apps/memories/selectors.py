@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -12,28 +12,20 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, Prefetch, Q
 from django.db.models.expressions import RawSQL
 
-from apps.memories.contextual import memory_embedding_text
-from apps.memories.drafts import clean_paths
-from apps.memories.models import Memory, MemoryQuerySet, MemoryRelation
+from apps.memories.embedding.contextual import memory_embedding_text
+from apps.memories.models import Memory, MemoryFeedback, MemoryQuerySet, MemoryRelation, MemoryVersion
+from apps.memories.validation import clean_paths
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import Invalid, NotFound
-
-
-def _as_uuid(value: str | UUID) -> UUID | None:
-    if isinstance(value, UUID):
-        return value
-    try:
-        return UUID(str(value))
-    except ValueError:
-        return None
+from memorysaas.kernel.ids import as_uuid
 
 
 def memory_get(*, principal: Principal, memory_id: str | UUID) -> Memory:
     """A memory the principal may read (any project it sees, by scope); `NotFound` (404) for
     anything else — missing and not-yours look the same."""
-    as_id = _as_uuid(memory_id)
+    as_id = as_uuid(memory_id)
     memory = (
         Memory.objects.visible_to(principal)
         .select_related("project", "organization", "usage_row")
@@ -66,7 +58,7 @@ def find_near_duplicate(
     """The closest live memory of `memory_type` in `project` whose cosine similarity to `text`
     is at least `threshold`, or None. Compares only vectors of the current embedding model.
     Pass the candidate's files/modules to embed it exactly as a stored memory is embedded."""
-    from apps.memories.embeddings import embed_query, get_provider
+    from apps.memories.embedding.providers import embed_query, get_provider
 
     provider = get_provider()
     query = memory_embedding_text(
@@ -187,9 +179,9 @@ def memories_list(
     limit: int = 50,
 ) -> tuple[list[Memory], str | None]:
     """One page of the memories that apply in `project`, newest first, and the next cursor."""
-    from apps.memories.codetokens import tsquery_any
-    from apps.memories.keyword import query_terms
     from apps.memories.kinds import normalize_type
+    from apps.memories.search.codetokens import tsquery_any
+    from apps.memories.search.keyword import query_terms
 
     qs = memories_visible(principal=principal, project=project)
     if type:
@@ -236,3 +228,41 @@ def memories_list(
     )
     next_cursor = _encode_cursor(page[limit - 1]) if len(page) > limit else None
     return page[:limit], next_cursor
+
+
+# ---------------------------------------------------------------- for trusted system code
+# Other apps' own work (promotion, the graph's staleness pass, trust statistics, sync's merge)
+# reads the memories of a project it already holds, with no principal to scope by.
+
+
+def memories_of_project(*, project: Project | UUID) -> MemoryQuerySet:
+    """Every memory stored in `project`, of any scope, deprecated ones included."""
+    return Memory.objects.filter(project=project)
+
+
+def memory_by_id(memory_id: UUID | str) -> Memory:
+    """The memory with this id, for code holding an id from its own rows (DoesNotExist if gone)."""
+    return Memory.objects.get(pk=memory_id)
+
+
+def memory_ids_visible(*, principal: Principal):
+    """The ids of every memory the principal may read, as a subquery."""
+    return Memory.objects.visible_to(principal).values("id")
+
+
+def memory_version_get(*, memory: Memory, version: int) -> MemoryVersion | None:
+    """The memory as it stood at `version`, if that version is kept."""
+    return MemoryVersion.objects.filter(memory=memory, version=version).first()
+
+
+def feedback_of_project(*, project: Project):
+    """Every feedback given on the project's memories."""
+    return MemoryFeedback.objects.filter(memory__project=project)
+
+
+def memories_lock(*, organization_id: UUID, ids: Iterable[UUID]) -> None:
+    """Lock the organization's memories among `ids` until the caller's transaction ends, in id
+    order (so two callers locking overlapping sets cannot deadlock)."""
+    list(
+        Memory.objects.select_for_update().filter(organization_id=organization_id, pk__in=ids).order_by("pk")
+    )

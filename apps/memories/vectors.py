@@ -7,7 +7,7 @@ embedding_dims = N`, and queries order by the same expression so the planner use
 
 Matryoshka-trained models (OpenAI's text-embedding-3) put most of the meaning in the leading
 dimensions, so for them the index covers only the first 256 (`subvector(...)`: a smaller, faster
-graph) and `nearest()` orders its candidates by the full vectors (ARCHITECTURE §5).
+graph) and `nearest()` orders its candidates by the full vectors.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def ensure_provider_index(sender=None, using: str = "default", apps=None, **kwar
     transaction, so a populated table keeps taking writes while it builds."""
     from django.db import router
 
-    from apps.memories.embeddings import get_provider
+    from apps.memories.embedding.providers import get_provider
     from apps.memories.models import Memory
 
     database = connections[using]

@@ -1,5 +1,5 @@
-"""Observer endpoints (ARCHITECTURE.md §6 event contract): sessions, event batches, validation,
-completion, step injection, git cold start, and an authenticated no-op (`/ping`)."""
+"""Observer endpoints: sessions, event batches, validation, completion, step injection, packed
+/context for a task, git cold start, and an authenticated no-op (`/ping`)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,24 @@ from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 
-from apps.memories.drafts import clean_paths, from_root
-from apps.observer import selectors, services
+from apps.memories.validation import clean_paths, from_root
+from apps.observer import injection, selectors, services
 from apps.observer.models import Outcome, Session, SessionStatus, SessionType
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from apps.tenants.services import require
 from memorysaas.kernel.errors import ApiError, conflict
 from memorysaas.kernel.jsontypes import JsonTyped
-from memorysaas.kernel.openapi import inline_refs, link, links, stripped_text_schema
+from memorysaas.kernel.metrics import observe_search_stages
+from memorysaas.kernel.openapi import (
+    NOT_SPACE,
+    SOME_PATH,
+    inline_refs,
+    link,
+    links,
+    stripped_text_schema,
+    with_schema,
+)
 from memorysaas.kernel.schemas import (
     ESCAPED_UNSTORABLE,
     MAX_DEPTH,
@@ -276,11 +285,11 @@ def sessions_open(request, project_id: UUID, payload: SessionIn):
     start = (
         {"modules": [], "prefetch": [], "work_state": None, "recipes": []}
         if session.ab_group == "control"
-        else selectors.start_context(
+        else injection.start_context(
             session=session, principal=request.auth, files=clean_paths(payload.files, session.root)
         )
     )
-    services.start_injection_record(session=session, start_context=start)
+    injection.start_injection_record(session=session, start_context=start)
     session.start_context = start
     return Status(201, session)
 
@@ -363,7 +372,8 @@ def sessions_complete(request, session_id: UUID, payload: CompleteIn):
 
 @router.post("/sessions/{session_id}/step-injection", response=StepOut, openapi_extra=SESSION_CLOSED)
 def sessions_step_injection(request, session_id: UUID, payload: StepIn):
-    """What to add before the agent's next step, if anything (seeds/003 §9)."""
+    """What to add before the agent's next step, if anything (none before step 5; never the same
+    memory twice in a session)."""
     session = _session(request, session_id, Perm.OBSERVER_WRITE)
     if session.ab_group in ("control", "passive"):  # (passive: session-start memory only)
         return {"step": payload.step, "injection": None, "reason": f"{session.ab_group}_group"}
@@ -372,13 +382,82 @@ def sessions_step_injection(request, session_id: UUID, payload: StepIn):
         session = Session.objects.select_for_update().select_related("project").get(pk=session.pk)
         if session.status != SessionStatus.OPEN:
             raise services.session_closed()
-        return selectors.step_injection(
+        return injection.step_injection(
             session=session,
             principal=request.auth,
             step=payload.step,
             files=clean_paths(payload.files, session.root),
             searches=[from_root(pattern, session.root) for pattern in payload.searches],
         )
+
+
+# ---------------------------------------------------------------- /context
+
+
+class ContextIn(InputSchema):
+    model_config = ConfigDict(
+        json_schema_extra=with_schema(
+            {
+                "anyOf": [
+                    {"required": ["task"], "properties": {"task": {"pattern": NOT_SPACE}}},
+                    {"required": ["files"], "properties": {"files": {"contains": {"pattern": SOME_PATH}}}},
+                ]
+            }
+        )
+    )
+
+    phase: str | None = Field(None, max_length=40)
+    task: str = Field("", max_length=4000)
+    files: list[str] = Field(default_factory=list, max_length=100)
+    session_id: str = Field("", max_length=100)
+    token_budget: int | None = Field(None, ge=50, le=32000)
+
+    @model_validator(mode="after")
+    def needs_something(self) -> ContextIn:
+        if not self.task.strip() and not clean_paths(self.files):
+            raise ValueError("send a task, files, or both")
+        return self
+
+
+class ContextMemory(OutputSchema):
+    id: UUID
+    type: str
+    citation: str
+    tokens: int
+    score: float
+    related_files: list[str]
+
+
+class ContextOut(OutputSchema):
+    phase: str
+    text: str
+    token_count: int
+    token_budget: int
+    memories: list[ContextMemory]
+    session_notes: int
+    timings_ms: dict[str, float]
+    control_group: bool = Field(
+        False, description="The session is in the A/B control group: it is served no memory."
+    )
+
+
+# (Listed with the memories endpoints in the API docs, where it was first documented.)
+@router.post("/projects/{project_id}/context", response=ContextOut, tags=["memories"])
+def memories_context(request, project_id: UUID, payload: ContextIn):
+    """Packed memories for a phase, task and files, inside the phase's token budget (or yours).
+    Stale or low-confidence memories are never injected; each injection counts as an access."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    context = injection.build_context(
+        principal=request.auth,
+        project=project,
+        phase=payload.phase,
+        task=payload.task,
+        files=payload.files,
+        session_id=payload.session_id,
+        token_budget=payload.token_budget,
+    )
+    observe_search_stages("context", context["timings_ms"])
+    return context
 
 
 @router.post("/projects/{project_id}/observer/git-log", response=GitLogOut)

@@ -12,7 +12,7 @@ class ObserverConfig(AppConfig):
         from memorysaas.kernel.schedules import register_schedule
 
         register_neighbour_provider(coaccess_partners)
-        register_schedule("observer.cross_module", "apps.observer.tasks.cross_module_task", "W")
+        register_schedule("observer.cross_module", "apps.observer.tasks.cross_module_task", "W", lane="bulk")
         # Every 15 minutes: a session whose finalize failed or was lost is queued again.
         register_schedule(
             "observer.finalize_stalled", "apps.observer.tasks.finalize_stalled_task", "I", minutes=15

@@ -1,4 +1,4 @@
-"""Cross-session synthesis (seeds/004 §7, seeds/003 §12).
+"""Cross-session synthesis: what no single session shows, from the frequency tables.
 
 - Threshold mode: when a module reaches 5, 10, 20, 50 or 100 sessions, one pass over its
   frequency tables writes at most 5 memories (prefetch pattern, strongest coupling, recurring
@@ -19,9 +19,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from apps.memories.models import Memory
-from apps.observer import promotion, synthesis
-from apps.observer import text as T
+from apps.memories.selectors import memories_of_project
+from apps.observer import promotion, synthesis, text_rules
 from apps.observer.models import ModuleStat, SynthesisLog
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM
@@ -192,7 +191,7 @@ def module_synthesis(*, project_id, module: str, session_count: int) -> dict[str
             candidates = _template_candidates(project.id, module, session_count, summary)
         result = promotion.Result(llm_calls=int(used_llm))
         for c in candidates:
-            c.trust.extend(T.suspicious(c.content))
+            c.trust.extend(text_rules.suspicious(c.content))
             if c.trust:
                 c.tags.append("obs:tainted")
                 c.confidence = round(c.confidence * promotion.TAINT_FACTOR, 4)
@@ -220,7 +219,7 @@ def cross_module(project: Project) -> dict[str, int]:
         edges = cursor.fetchall()
     pairs: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
     for a, b, n in edges:
-        ma, mb = T.module_of(a), T.module_of(b)
+        ma, mb = text_rules.module_of(a), text_rules.module_of(b)
         if ma != mb:
             pairs.setdefault(tuple(sorted((ma, mb))), []).append((a, b, n))
     week = timezone.now().strftime("weekly-%G-%V")
@@ -228,8 +227,11 @@ def cross_module(project: Project) -> dict[str, int]:
     for (ma, mb), found in pairs.items():
         if len(found) < WEEKLY_MIN_EDGES:
             continue
-        if Memory.objects.filter(project=project, type="causal_dependency", deprecated=False,
-                                 related_modules__contains=[ma, mb]).exists():  # fmt: skip
+        if (
+            memories_of_project(project=project)
+            .filter(type="causal_dependency", deprecated=False, related_modules__contains=[ma, mb])
+            .exists()
+        ):
             continue
         with transaction.atomic():
             try:

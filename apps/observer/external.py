@@ -14,9 +14,8 @@ from typing import Any
 from django.db import transaction
 
 from apps.memories import secrets_scan
-from apps.observer import selectors, services
-from apps.observer import text as T
-from apps.observer.models import Session, SessionStatus
+from apps.observer import services, text_rules
+from apps.observer.models import Session
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.locks import hold_until_commit
@@ -44,30 +43,10 @@ def session_task_set(*, session: Session, task: str) -> bool:
     """Give a session that has no task yet its task (an agent that opened it before it knew
     one: Claude Code's first prompt comes after SessionStart). True when this call set it."""
     # As session_open cleans the task it is given: private spans, then secrets.
-    cleaned = secrets_scan.scan(T.strip_private(task)).text.strip()[:4000]
+    cleaned = secrets_scan.scan(text_rules.strip_private(task)).text.strip()[:4000]
     if not cleaned:
         return False
     updated = Session.objects.filter(pk=session.pk, task="").update(task=cleaned)
     if updated:
         session.task = cleaned
     return bool(updated)
-
-
-def step_injection_for(
-    *, session_id: Any, principal: Principal, step: int, files: list[str]
-) -> dict[str, Any]:
-    """What to add before a step of an open session (as the step-injection endpoint answers),
-    holding its row as that endpoint does, so two injections at once never give one memory
-    twice. A session that is no longer open gets nothing."""
-    with transaction.atomic():
-        session = (
-            Session.objects.select_for_update()
-            .select_related("project")
-            .filter(pk=session_id, status=SessionStatus.OPEN)
-            .first()
-        )
-        if session is None:
-            return {"step": step, "injection": None, "reason": "session_closed"}
-        return selectors.step_injection(
-            session=session, principal=principal, step=step, files=files, searches=[]
-        )

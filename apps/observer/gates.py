@@ -1,4 +1,4 @@
-"""Promotion gates by session type (seeds/004 §6, seeds/003 §5 table).
+"""Promotion gates by session type (the table in docs/api/observer.md).
 
 A gate says when a session may promote (`trigger`), how many new memories it may write
 (`cap`), which signal classes count and with what minimum sessions and confidence reduction
@@ -67,7 +67,7 @@ GATES: dict[str, Gate] = {
     "pr_review": Gate("success", 8, {"error_retry": Rule(1, 0.0), "self_correction": Rule(1, 0.0)}),
 }
 
-# Build pipelines with more than this many work units promote per validated unit (seeds/000 §8).
+# Build pipelines with more than this many work units promote per validated unit.
 INCREMENTAL_UNITS = 5
 
 

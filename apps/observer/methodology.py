@@ -1,4 +1,4 @@
-"""Methodology plugins (seeds/000 §3): map a methodology's phases onto the six universal phases,
+"""Methodology plugins: map a methodology's phases onto the six universal phases,
 build its work-unit references, and say which stages relay memories to which.
 
 The retrieval engine only ever sees universal phases; a project picks its methodology

@@ -1,4 +1,4 @@
-"""The observer's records (ARCHITECTURE.md §6).
+"""The observer's records.
 
 - `Session`: one agent session: its type, methodology, work unit, A/B group, status, and the
   checkpoint of its scratchpad (`scratchpad` as of `checkpoint_events` events).

@@ -1,7 +1,8 @@
-"""The promotion pipeline (ARCHITECTURE.md §6, seeds/003 §5):
+"""The promotion pipeline (docs/api/observer.md, "Promotion"):
 
-validation filter → cross-session frequency → novelty → trust gate → scoring → synthesis →
-embeddings → one transaction.
+validation filter → cross-session frequency → trust gate → scoring → synthesis → memories'
+door (services.memories_take_in: secret scan, embedding, novelty, the writes), all in one
+transaction.
 
 `promote(session, pad, ...)` runs inside the caller's transaction (services.session_finalize
 holds the session row locked), so a worker killed half way leaves nothing behind and the re-run
@@ -18,24 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-import numpy as np
 from django.db import connection
 from django.db.models import Q
 
-from apps.memories import secrets_scan
+from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
-from apps.memories.contextual import memory_embedding_text
-from apps.memories.drafts import MemoryDraft, WorkUnitRef
 from apps.memories.kinds import normalize_type
-from apps.memories.models import Memory
-from apps.memories.payloads import payload_text
-from apps.memories.vectors import nearest, vector_literal
-from apps.observer import synthesis
-from apps.observer import text as T
+from apps.memories.validation import MemoryDraft, WorkUnitRef
+from apps.observer import synthesis, text_rules
+from apps.observer.detectors import CLASSES, SIGNAL_FLOOR, Signal
 from apps.observer.gates import Gate
 from apps.observer.models import Session
 from apps.observer.scratchpad import Scratchpad
-from apps.observer.signals import CLASSES, SIGNAL_FLOOR, Signal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 
@@ -343,7 +338,7 @@ def signal_candidates(
             minimum = math.ceil(minimum * tightened[signal.kind])
         quorum = 1 + len(siblings.intersection(stat.sessions))
         if quorum >= 2:
-            minimum = 1  # seeds/003 §11: confirmed by a parallel agent
+            minimum = 1  # confirmed by a parallel agent: one session is enough
         count = stat.session_count
         if count < minimum:
             continue
@@ -386,11 +381,11 @@ def note_candidates(pad: Scratchpad, gate: Gate, *, start: int = 0) -> list[Cand
 
 
 def T_ident(kind: str, text: str) -> str:
-    return Signal(kind, T.normalize_pattern(text)).ident
+    return Signal(kind, text_rules.normalize_pattern(text)).ident
 
 
 def dead_end_candidates(pad: Scratchpad, task: str) -> list[Candidate]:
-    """seeds/004 §6: tried for more than 20 steps, with explicit abandonment language."""
+    """Dead ends: tried for more than 20 steps, with explicit abandonment language."""
     if pad.step <= DEAD_END_MIN_STEPS:
         return []
     out = []
@@ -404,7 +399,7 @@ def dead_end_candidates(pad: Scratchpad, task: str) -> list[Candidate]:
                 data=data,
                 confidence=0.75,
                 files=[path] if path else [],
-                modules=[T.module_of(path)] if path else [],
+                modules=[text_rules.module_of(path)] if path else [],
                 payload={
                     "approach_tried": (task or sentence)[:1000],
                     "why_it_failed": sentence[:1000],
@@ -433,7 +428,7 @@ def outcome_candidate(session: Session, pad: Scratchpad) -> Candidate | None:
         data=data,
         confidence=0.8,
         files=edited[:20],
-        modules=list(dict.fromkeys(T.module_of(p) for p in edited))[:10],
+        modules=list(dict.fromkeys(text_rules.module_of(p) for p in edited))[:10],
         payload={
             "outcome": data["outcome"],
             "steps": steps,
@@ -493,70 +488,18 @@ def prefetch_candidates(*, project_id: UUID, modules: dict[str, int], minimum: i
 
 
 def apply_trust(candidate: Candidate, pad: Scratchpad) -> None:
-    """seeds/004 §6 trust defense: anything that arose after external content is tainted."""
+    """The trust defence: anything that arose after external content is tainted."""
     first_external = pad.external[0][0] if pad.external else None
     if first_external is not None and candidate.step and candidate.step >= first_external:
         candidate.trust.append("after_external_content")
     if candidate.kind == "external_reference":
         candidate.trust.append("external_query")
-    candidate.trust.extend(T.suspicious(candidate.content))
+    candidate.trust.extend(text_rules.suspicious(candidate.content))
     if candidate.trust:
         candidate.confidence = round(candidate.confidence * TAINT_FACTOR, 4)
         candidate.needs_review = True
         candidate.tags.append("obs:tainted")
         candidate.tags.extend(f"trust:{reason}" for reason in dict.fromkeys(candidate.trust))
-
-
-def _embedding_texts(candidates: list[Candidate]) -> list[str]:
-    return [
-        memory_embedding_text(
-            memory_type=c.memory_type,
-            content=c.content,
-            related_files=c.files,
-            related_modules=c.modules,
-            context_prefix="",
-            extra=payload_text(c.memory_type, c.payload),
-        )
-        for c in candidates
-    ]
-
-
-def _nearest(
-    project_id: UUID, candidates: list[Candidate], vectors: list[np.ndarray], model_id: str, matryoshka: bool
-) -> list[UUID | None]:
-    """For each candidate, the stored memory of its type closer than the novelty threshold, if
-    any: one statement for all of them (a lateral top-1 per candidate, each through the index)."""
-    if not candidates:
-        return []
-    dims = len(vectors[0])
-    closest, params = nearest(
-        dims,
-        columns="id",
-        where="project_id = %s AND type = c.type AND deprecated = false AND embedding_dims = %s"
-        " AND embedding_model = %s",
-        params=[str(project_id), dims, model_id],
-        limit=1,
-        query="c.vector",
-        matryoshka=matryoshka,
-    )
-    with connection.cursor() as cursor:
-        # the connection's iterative-scan settings apply (vectors.set_session_search_params)
-        cursor.execute(
-            "SELECT c.i, m.id, m.distance FROM unnest(%s::int[], %s::text[], %s::text[]) AS c(i, type, vector)"
-            f" CROSS JOIN LATERAL ({closest}) m",
-            [
-                list(range(len(candidates))),
-                [c.memory_type for c in candidates],
-                [vector_literal(v) for v in vectors],
-                *params,
-            ],
-        )
-        rows = cursor.fetchall()
-    near: list[UUID | None] = [None] * len(candidates)
-    for i, memory_id, distance in rows:
-        if 1 - distance >= NOVELTY_THRESHOLD:
-            near[i] = memory_id
-    return near
 
 
 def store(
@@ -570,8 +513,6 @@ def store(
 ) -> None:
     """Novelty, synthesis, embeddings and the writes, for candidates already gated and trusted.
     `session` gives provenance (absent for cross-session synthesis)."""
-    from apps.memories.embeddings import embed_cached_with_tokens, get_provider
-
     if not candidates:
         return
     # the memories already written for these patterns: by their tag, or the id their pattern's
@@ -580,9 +521,11 @@ def store(
     linked = [c.existing_id for c in candidates if c.existing_id]
     by_tag: dict[str, UUID] = {}
     live: set[UUID] = set()
-    for memory_id, memory_tags in Memory.objects.filter(
-        Q(tags__overlap=tags) | Q(id__in=linked), project=project, deprecated=False
-    ).values_list("id", "tags"):
+    for memory_id, memory_tags in (
+        memory_selectors.memories_of_project(project=project)
+        .filter(Q(tags__overlap=tags) | Q(id__in=linked), deprecated=False)
+        .values_list("id", "tags")
+    ):
         live.add(memory_id)
         for tag in memory_tags:
             by_tag.setdefault(tag, memory_id)
@@ -607,30 +550,6 @@ def store(
         if text:
             c.content = text
 
-    provider = get_provider()
-    # The token embeddings come from the same forward pass, for the rerank of those stored. The
-    # texts are scanned first, as the memories will be: the embedding cache keeps what it is
-    # given for days, and token embeddings are close to the text they came from.
-    texts = _embedding_texts(fresh)
-    found = secrets_scan.plugin_findings(texts)
-    texts = [secrets_scan.scan(text, found).text for text in texts]
-    vectors, tokens = embed_cached_with_tokens(texts, provider)
-    kept: list[tuple[Candidate, np.ndarray, bytes | None]] = []
-    stored_near = _nearest(project.id, fresh, vectors, provider.model_id, provider.matryoshka)
-    for c, vector, packed, near in zip(fresh, vectors, tokens, stored_near, strict=True):
-        if any(
-            float(np.dot(vector, v)) >= NOVELTY_THRESHOLD and k.memory_type == c.memory_type
-            for k, v, _ in kept
-        ):
-            result.discarded += 1
-            continue
-        if near is not None:
-            _reinforce(near, actor, session, result)
-            continue
-        kept.append((c, vector, packed))
-    if not kept:
-        return
-
     work_unit = (session.work_unit if session else None) or {}
     methodology = session.methodology if session else project.methodology
     ref = (
@@ -653,29 +572,32 @@ def store(
             methodology=methodology,
             work_unit_ref=ref,
         )
-        for c, _, _ in kept
+        for c in fresh
     ]
-    created = memory_services.memories_create_batch(
+    # Secret scan, embedding, novelty against the stored memories, and the writes: memories' door.
+    intake = memory_services.memories_take_in(
         project=project,
         actor=actor,
         drafts=drafts,
-        vectors=[v for _, v, _ in kept],
-        tokens=[t for _, _, t in kept],
+        novelty=NOVELTY_THRESHOLD,
+        session_id=str(session.id) if session else None,
+        already=[*result.reinforced, *result.created],
     )
-    for (c, _, _), memory in zip(kept, created, strict=True):
+    result.discarded += intake.discarded
+    result.reinforced.extend(intake.reinforced)
+    for index, memory in intake.created:
+        c = fresh[index]
         result.created.append(memory.id)
         result.candidates.append({"kind": c.kind, "type": c.memory_type, "memory_id": str(memory.id),
                                   "confidence": c.confidence, "trust": c.trust})  # fmt: skip
-    _link_stats(
-        project.id,
-        [(c.stat_key, memory.id) for (c, _, _), memory in zip(kept, created, strict=True) if c.stat_key],
-    )
+    _link_stats(project.id, [(fresh[index].stat_key, memory.id) for index, memory in intake.created
+                             if fresh[index].stat_key])  # fmt: skip
 
 
 def _reinforce(memory_id: UUID, actor: Principal, session: Session | None, result: Result) -> None:
     if memory_id in result.reinforced or memory_id in result.created:
         return
-    memory = Memory.objects.get(id=memory_id)
+    memory = memory_selectors.memory_by_id(memory_id)
     memory_services.memory_reinforce(
         memory=memory, actor=actor, session_id=str(session.id) if session else None
     )

@@ -1,4 +1,4 @@
-"""Scratchpad 2.0 (seeds/004 §5): what one session has done so far, updated in O(1) per event.
+"""The scratchpad: what one session has done so far, updated in O(1) per event.
 
 `Scratchpad.observe(event)` is the whole ingest-time analysis: counters, first/last access, the
 edit set, grep and glob bookkeeping, error fingerprints with how they were resolved, the recent
@@ -17,7 +17,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from apps.observer import text as T
+from apps.observer import text_rules
 
 FILE_TOOLS = {"Read": "read", "Edit": "edit", "Write": "edit", "MultiEdit": "edit", "NotebookEdit": "edit"}
 EXTERNAL_TOOLS = {"WebFetch", "WebSearch"}
@@ -31,7 +31,7 @@ MAX_NOTES = 100
 MAX_SEQUENCE = 80
 BACKTRACK_WITHIN = 10
 CHASE_WITHIN = 3
-# Early triggers (seeds/004 §5): staged at once, served ahead of the rest at finalize.
+# Early triggers: staged at once, served ahead of the rest at finalize.
 EARLY_GREP_REPEATS = 3
 
 _IMPORT_LINE = re.compile(
@@ -50,7 +50,7 @@ def _path_arg(args: dict[str, Any]) -> str:
     for key in PATH_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value:
-            path = T.printable_path(value).replace("\\", "/")
+            path = text_rules.printable_path(value).replace("\\", "/")
             while path.startswith("./"):
                 path = path[2:]
             return path[:500]
@@ -66,13 +66,13 @@ def _stem(path: str) -> str:
 
 
 def tool_key(tool: str, args: dict[str, Any]) -> str:
-    """A tool call with its arguments normalised (seeds/004 signal 7): paths become modules,
+    """A tool call with its arguments normalised (for the tool-sequence signal): paths become modules,
     commands what they run (`text.command_key`), patterns are dropped."""
     path = _path_arg(args)
     if path:
-        return f"{tool}:{T.module_of(path)}"
+        return f"{tool}:{text_rules.module_of(path)}"
     if tool == "Bash":
-        return f"Bash:{T.command_key(str(args.get('command', '')))}"[:60]
+        return f"Bash:{text_rules.command_key(str(args.get('command', '')))}"[:60]
     return tool
 
 
@@ -199,7 +199,7 @@ class Scratchpad:
         if path and access:
             self._file(path, access, step, now)
         elif tool == "Grep":
-            pattern = T.normalize_pattern(str(args.get("pattern", "")))
+            pattern = text_rules.normalize_pattern(str(args.get("pattern", "")))
             if pattern:
                 entry = self.greps.get(pattern)
                 if entry is None:
@@ -211,7 +211,7 @@ class Scratchpad:
                         self.early.append("repeated_grep")
                 self.pending["Grep"] = [pattern, step, ""]
         elif tool == "Glob":
-            pattern = T.normalize_pattern(str(next((args[k] for k in GLOB_ARGS if args.get(k)), "")))
+            pattern = text_rules.normalize_pattern(str(next((args[k] for k in GLOB_ARGS if args.get(k)), "")))
             if pattern:
                 self.pending["Glob"] = [pattern, step, ""]
         elif tool in EXTERNAL_TOOLS or tool.startswith("mcp__"):
@@ -219,10 +219,10 @@ class Scratchpad:
                 query = str(args.get("query") or args.get("url") or args.get("prompt") or "")[:300]
                 self.last_external_step = step
                 if len(self.external) < MAX_LIST:
-                    self.external.append([step, tool, T.normalize_pattern(query), None])
+                    self.external.append([step, tool, text_rules.normalize_pattern(query), None])
         elif tool == "Bash":
             command = str(args.get("command", ""))
-            if T.TEST_RUN.search(command) and self.test_run_step is None:
+            if text_rules.TEST_RUN.search(command) and self.test_run_step is None:
                 self.test_run_step = step
         if tool == "Bash":
             self.pending[tool] = [key, step, str(args.get("command", "")).strip()[:200]]
@@ -272,8 +272,8 @@ class Scratchpad:
             if key not in self.pairs and len(self.pairs) < MAX_PAIRS:
                 self.pairs[key] = [step - recent_step, 1 if pair[0] == recent_path else 0]
         self.recent = [r for r in self.recent if r[0] != path][-(COACCESS_WINDOW - 1) :] + [[path, step]]
-        config = T.config_kind(path)
-        is_test = T.is_test_file(path)
+        config = text_rules.config_kind(path)
+        is_test = text_rules.is_test_file(path)
         if self.last_edit and self.last_edit[0] != path:
             self.last_edit[2] += 1
         if access == "read":
@@ -315,7 +315,7 @@ class Scratchpad:
         result = event.get("result") or ""
         call = self.pending.pop(tool, None)
         if event.get("is_error"):
-            fp, message = T.error_fingerprint(tool, result or "error")
+            fp, message = text_rules.error_fingerprint(tool, result or "error")
             entry = self.errors.get(fp)
             if entry is None:
                 if len(self.errors) < MAX_LIST:
@@ -341,7 +341,9 @@ class Scratchpad:
                 self.globs[call[0]] = [len(files), 0, call[1]]
                 for path in files:
                     if len(self.glob_files) < MAX_FILES:
-                        self.glob_files.setdefault(T.printable_path(path).removeprefix("./"), call[0])
+                        self.glob_files.setdefault(
+                            text_rules.printable_path(path).removeprefix("./"), call[0]
+                        )
         elif tool == "Read" and call and call[2]:
             names = set()
             for match in _IMPORT_LINE.finditer(result[:20_000]):
@@ -354,16 +356,16 @@ class Scratchpad:
         body = event.get("text") or ""
         step = event.get("step") or self.step
         current = self.recent[-1][0] if self.recent else ""
-        found = T.self_correction(body)
+        found = text_rules.self_correction(body)
         if found and len(self.corrections) < MAX_LIST:
             self.corrections.append([step, found[0], found[1], current])
             if "self_correction" not in self.early:
                 self.early.append("self_correction")
-        sentence = T.dead_end_sentence(body)
+        sentence = text_rules.dead_end_sentence(body)
         if sentence and len(self.dead_ends) < MAX_LIST:
             self.dead_ends.append([step, sentence, current])
         if "MEMORY:" in body:
-            for memory_type, content in T.MEMORY_LINE.findall(body):
+            for memory_type, content in text_rules.MEMORY_LINE.findall(body):
                 self._note({"type": memory_type, "content": content}, event)
 
     def _step_complete(self, event: dict[str, Any]) -> None:
@@ -399,7 +401,7 @@ class Scratchpad:
     def modules(self) -> list[str]:
         """Modules this session worked in: of edited files, else of every file accessed."""
         paths = self.edited() or list(self.files)
-        return list(dict.fromkeys(T.module_of(p) for p in paths))
+        return list(dict.fromkeys(text_rules.module_of(p) for p in paths))
 
     def recent_files(self, steps: int = 5) -> list[str]:
         floor = self.step - steps

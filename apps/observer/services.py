@@ -29,21 +29,21 @@ from django.utils import timezone
 
 from apps.memories import secrets_scan
 from apps.memories import services as memory_services
-from apps.memories.drafts import clean_root, from_root
-from apps.observer import abgroups, promotion, thresholds
-from apps.observer import text as T
+from apps.memories.validation import clean_root, from_root
+from apps.observer import abgroups, promotion, text_rules, thresholds
+from apps.observer.detectors import derive, parallel_conflicts
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
 from apps.observer.scratchpad import GLOB_ARGS, PATH_ARGS, Scratchpad
-from apps.observer.selectors import _as_uuid, sessions_visible
-from apps.observer.signals import derive, parallel_conflicts
+from apps.observer.selectors import sessions_visible
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import require
 from memorysaas.kernel import events as org_events
 from memorysaas.kernel.errors import ApiError, NotFound
+from memorysaas.kernel.ids import as_uuid
 from memorysaas.kernel.realtime import publish
 
 logger = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def ab_group(session_id: UUID, project: Project) -> str:
 def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) -> Session:
     # `<private>` spans go first: a secret's value runs to whitespace and could take a tag with it.
     if isinstance(data.get("task"), str):
-        data = {**data, "task": T.strip_private(data["task"])}
+        data = {**data, "task": text_rules.strip_private(data["task"])}
     data = secrets_scan.redact(data, secrets_scan.plugin_findings(secrets_scan.strings(data)), set())
     methodology = data.get("methodology") or project.methodology or "native"
     plugin = plugin_for(methodology)
@@ -224,13 +224,13 @@ def _unprivate(event: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in event.items() if v is not None}
     for key in _TEXT_FIELDS:
         if key in out:
-            out[key] = T.strip_private(out[key])
+            out[key] = text_rules.strip_private(out[key])
     args = out.get("args")
     if args:
-        out["args"] = {k: T.strip_private(v) if isinstance(v, str) else v for k, v in args.items()}
+        out["args"] = {k: text_rules.strip_private(v) if isinstance(v, str) else v for k, v in args.items()}
     memory = out.get("memory")
     if memory and isinstance(memory.get("content"), str):
-        out["memory"] = {**memory, "content": T.strip_private(memory["content"])}
+        out["memory"] = {**memory, "content": text_rules.strip_private(memory["content"])}
     return out
 
 
@@ -362,8 +362,8 @@ def validation_record(
     *, session: Session, actor: Principal, passed: bool, work_unit: str, report: str
 ) -> dict:
     """A validation result. In a build with more than 5 work units, a passed unit promotes its
-    explicit notes and self-corrections at once (seeds/000 §8 partial QA)."""
-    report = secrets_scan.scan(T.strip_private(report)).text[:2000]
+    explicit notes and self-corrections at once (partial QA)."""
+    report = secrets_scan.scan(text_rules.strip_private(report)).text[:2000]
     work_unit = secrets_scan.scan(work_unit).text
     with _committed():
         locked, pad = _locked_open(session)
@@ -543,7 +543,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
             signals if validated is not False else [s for s in signals if s.kind in promotion.OUTCOME_BLIND]
         )
         stats = promotion.update_stats(project_id=session.project_id, session=session, signals=counted)
-        modules = list(dict.fromkeys(T.module_of(p) for p in pad.files))[:20]
+        modules = list(dict.fromkeys(text_rules.module_of(p) for p in pad.files))[:20]
         result.module_counts = promotion.update_module_stats(
             project_id=session.project_id, modules=modules, success=success
         )
@@ -598,7 +598,13 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
             from memorysaas.kernel.queue import enqueue
 
             for module, count in due:
-                enqueue("apps.observer.tasks.synthesize_module", str(session.project_id), module, count)
+                enqueue(
+                    "apps.observer.tasks.synthesize_module",
+                    str(session.project_id),
+                    module,
+                    count,
+                    lane="bulk",
+                )
         project_id, sid = session.project_id, str(session.id)
         org_events.emit(session.organization_id, "session.completed", org_events.session_payload(session))
         transaction.on_commit(
@@ -619,7 +625,7 @@ def context_injection_record(
     """Memories that /context packed for a session of `project` count as applied in it (each
     once). Returns the ids it newly added, or None when the session id is not one of the
     project's open sessions (which changes nothing)."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     if as_id is None:
         return None
     with transaction.atomic():
@@ -642,7 +648,7 @@ def context_injection_record(
 
 def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
     """Whether `session_id` is a session of `project` in the A/B control group (served no memory)."""
-    as_id = _as_uuid(session_id)
+    as_id = as_uuid(session_id)
     if as_id is None:
         return False
     return Session.objects.filter(id=as_id, project=project, ab_group="control").exists()
@@ -650,8 +656,8 @@ def session_is_control(*, session_id: str | UUID, project: Project) -> bool:
 
 def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: int) -> None:
     """Step injection gave the session these memories (and its notes up to `notes_upto`): each
-    memory counts as applied in the session, and as an access (its decay clock restarts; seeds/003
-    §18: every injection is one). The caller holds the session row locked."""
+    memory counts as applied in the session, and as an access (its decay clock restarts: every
+    injection is one). The caller holds the session row locked."""
     pad = _take_cached(session)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -671,22 +677,6 @@ def injection_record(*, session: Session, memory_ids: list[UUID], notes_upto: in
     memory_services.memories_record_access(memory_ids=memory_ids)
 
 
-def start_injection_record(*, session: Session, start_context: dict[str, Any]) -> None:
-    """What session start hands the agent (workflow recipes, the work unit's work-state memory)
-    is injected: each memory counts as applied in the session and as an access, once (a later
-    /context or step injection in the session does not count it again)."""
-    ids = [recipe["id"] for recipe in start_context.get("recipes", [])]
-    state = start_context.get("work_state") or {}
-    if "memory_id" in state:  # (resuming from a past session's notes names no memory)
-        ids.append(state["memory_id"])
-    if not ids:
-        return
-    new = context_injection_record(session_id=session.id, project=session.project, memory_ids=ids)
-    if new:
-        session.injected_memory_ids = [*session.injected_memory_ids, *(UUID(i) for i in new)]
-    memory_services.memories_record_access(memory_ids=ids if new is None else new)
-
-
 # ---------------------------------------------------------------- git cold start
 
 _COMMIT_LINE = re.compile(r"^(?:commit )?([0-9a-f]{7,40})(?:$| )")
@@ -699,7 +689,7 @@ def parse_git_log(text: str) -> list[list[str]]:
     commits: list[list[str]] = []
     current: list[str] | None = None
     for raw in text.splitlines():
-        line = T.printable_path(raw.strip())
+        line = text_rules.printable_path(raw.strip())
         if not line or raw.startswith((" ", "\t")) or line.startswith(_HEADER):
             continue
         if _COMMIT_LINE.match(line):
@@ -734,7 +724,7 @@ def git_cold_start(*, project: Project, log_text: str) -> dict[str, int]:
             for b in changed[i + 1 :]:
                 key = promotion.stored_key(f"{a}\t{b}")
                 pairs[key] = pairs.get(key, 0) + 1
-                modules[key] = T.module_of(a)
+                modules[key] = text_rules.module_of(a)
     keys = list(pairs)
     if keys:
         with connection.cursor() as cursor:

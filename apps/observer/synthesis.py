@@ -1,7 +1,7 @@
 """Turning promoted signals into readable memory text.
 
 Deterministic templates always produce the text. When an LLM is configured (OPENAI_API_KEY),
-`rewrite` makes exactly one chat call for the whole batch (seeds/004 §8: one LLM call per
+`rewrite` makes exactly one chat call for the whole batch (never more than one per
 finalize) and keeps the templates for anything the model leaves out or gets wrong.
 """
 

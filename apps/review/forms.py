@@ -7,8 +7,8 @@ import re
 
 from django import forms
 
-from apps.memories.drafts import MAX_CONTENT_CHARS
 from apps.memories.models import MemoryScope, MemorySource, MemoryType
+from apps.memories.validation import MAX_CONTENT_CHARS
 from apps.review.selectors import CONFIDENCE_BANDS
 from apps.review.services import CorrectionReason
 

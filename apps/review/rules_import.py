@@ -4,7 +4,7 @@ Pure: no Django. The file is read as CommonMark (markdown-it-py) after any YAML 
 each top-level bullet, paragraph, quote or table becomes one rule; a numbered list under a
 how-to heading ("Release", "Setup", "Workflow", "How to …") becomes one workflow recipe with
 its steps; a fenced code block joins the rule before it; HTML comments are skipped. Types come from the words a rule uses
-(seeds/003 §13 "Import CLAUDE.md / .cursorrules: parse rules into typed memories"), and the
+(a rules file's lines become typed memories, not one blob), and the
 person importing sees and can change every type in a preview before anything is saved.
 """
 

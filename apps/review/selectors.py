@@ -348,7 +348,7 @@ def session_in_project(*, project: Project, session_id: UUID | str) -> Session:
 
 @dataclass
 class SessionReview:
-    """What a session-end review shows (seeds/000 §10): the memories injected into the session,
+    """What a session-end review shows: the memories injected into the session,
     the new ones waiting for review, those that needed none (auto-confirmed) or were confirmed
     since, existing memories the session reinforced, and new ones rejected since."""
 

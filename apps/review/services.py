@@ -13,9 +13,9 @@ from django.db import transaction
 
 from apps.memories import selectors as memory_selectors
 from apps.memories import services as memory_services
-from apps.memories.drafts import MemoryDraft
 from apps.memories.kinds import Source
 from apps.memories.models import FeedbackKind, Memory
+from apps.memories.validation import MemoryDraft
 from apps.review.rules_import import Rule
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -27,7 +27,7 @@ IMPORT_TAG = "imported"
 
 
 class CorrectionReason:
-    """The correction dialog's choices (seeds/000 §10 "Correction Modal")."""
+    """The correction dialog's choices: what a person may say is wrong with a memory."""
 
     INCORRECT = "incorrect"
     OUTDATED = "outdated"

@@ -120,7 +120,7 @@ def _filters(values: dict) -> selectors.BrowseFilters:
 @project_page(Perm.MEMORIES_READ)
 @require_GET
 def memory_browser(request, project):
-    from apps.memories.search import search
+    from apps.memories.search import SearchRequest, Stages, search
 
     principal = request.principal
     form = FilterForm(
@@ -138,12 +138,14 @@ def memory_browser(request, project):
     total = 0
     if query:
         result = search(
-            principal=principal,
-            project=project,
-            query=query,
-            limit=SEARCH_LIMIT,
-            paths=MODE_PATHS[mode],
-            types=[filters.type] if filters.type else None,
+            SearchRequest(
+                principal=principal,
+                project=project,
+                query=query,
+                limit=SEARCH_LIMIT,
+                types=[filters.type] if filters.type else None,
+            ),
+            Stages(paths=MODE_PATHS[mode]),
         )
         hits = {str(hit.memory.id): hit for hit in result.hits if _answers(hit)}
         memories = selectors.memories_in_order(qs, list(hits))
@@ -471,8 +473,8 @@ def _session_review_page(request, project, session):
 
 
 def _summary_mode(project) -> str:
-    """How much of a session's summary the review shows at the project's trust level (seeds/003
-    §13): everything up to Standard, only what needs review at Confident (the rest folded),
+    """How much of a session's summary the review shows at the project's trust level:
+    everything up to Standard, only what needs review at Confident (the rest folded),
     nothing unless asked at Autonomous."""
     from apps.governance.models import TrustLevel
     from apps.governance.trust import current_level
@@ -779,13 +781,15 @@ def teach_import(request, project):
 @project_page(Perm.MEMORIES_READ)
 @require_GET
 def ask(request, project):
-    from apps.memories.search import search
+    from apps.memories.search import SearchRequest, search
 
     form = AskForm(request.GET or None)
     result = None
     if request.GET and form.is_valid():
         result = search(
-            principal=request.principal, project=project, query=form.cleaned_data["q"], limit=ASK_LIMIT
+            SearchRequest(
+                principal=request.principal, project=project, query=form.cleaned_data["q"], limit=ASK_LIMIT
+            )
         )
         result.hits = [hit for hit in result.hits if _answers(hit)]
     return render(request, "review/ask.html", {"project": project, "form": form, "result": result})

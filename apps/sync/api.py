@@ -1,4 +1,4 @@
-"""Device sync: pull the change feed, push offline work (ARCHITECTURE §4: /sync/pull, /sync/push)."""
+"""Device sync: pull the change feed, push offline work (/sync/pull, /sync/push; docs/api/devices-sync.md)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from uuid import UUID
 from ninja import Field, Query, Router
 from pydantic import TypeAdapter, ValidationError, model_validator
 
-from apps.memories.drafts import MemoryDraft
 from apps.memories.models import Memory
 from apps.memories.selectors import memories_visible
+from apps.memories.validation import MemoryChanges, MemoryDraft
 from apps.sync import selectors, services
 from apps.sync.feed import CURSOR_PATTERN, BadCursor, Cursor
 from apps.tenants.roles import Perm
-from apps.tenants.selectors import as_uuid, project_get
+from apps.tenants.selectors import project_get
 from memorysaas.kernel.errors import Forbidden, Invalid, field_errors
+from memorysaas.kernel.ids import as_uuid
 from memorysaas.kernel.schemas import InputSchema, OutputSchema, QuerySchema, refuse_unstorable
 
 router = Router(tags=["sync"])
@@ -63,17 +64,8 @@ def pull(request, query: Query[PullQuery]):
     return {"changes": result.changes, "cursor": result.cursor.encode(), "has_more": result.has_more}
 
 
-class UpdatableFields(InputSchema):
-    content: str | None = None
-    type: str | None = None
-    tags: list[str] | None = None
-    related_files: list[str] | None = None
-    related_modules: list[str] | None = None
-    payload: dict[str, Any] | None = None
-    citation_text: str | None = None
-    confidence: float | None = Field(None, ge=0, le=1)
-    pinned: bool | None = None
-    deprecated: bool | None = None
+class UpdatableFields(MemoryChanges):
+    """The fields an offline edit may change (the API's PATCH changes more)."""
 
 
 class CreateChange(InputSchema):

@@ -1,6 +1,6 @@
 """Applying what a device pushes: new memories, edits made offline, deletions.
 
-Conflict policy (seeds/003 §14): an edit based on the current version applies as is. An edit
+Conflict policy: an edit based on the current version applies as is. An edit
 based on an older version is merged field by field against the version it was based on (kept in
 the memory's history): list fields (tags, files, modules) are united; any other field applies if
 only the device changed it; a field both sides changed to different values is a conflict, and
@@ -17,10 +17,11 @@ from annotated_types import MaxLen
 from django.db import transaction
 from django.utils import timezone
 
-from apps.memories.drafts import MemoryDraft
-from apps.memories.models import Memory, MemoryVersion
+from apps.memories import selectors as memory_selectors
+from apps.memories.models import Memory
 from apps.memories.selectors import steward_fields
 from apps.memories.services import memory_create, memory_delete, memory_locked, memory_update
+from apps.memories.validation import MemoryDraft
 from apps.sync.models import PushRef
 from apps.sync.selectors import memory_payload
 from apps.tenants.models import Device, Project
@@ -50,7 +51,7 @@ def invalid_result(named: dict[str, str], message: str, *, details: Any = None) 
 
 
 def _base_values(memory: Memory, base_version: int) -> dict[str, Any] | None:
-    snapshot = MemoryVersion.objects.filter(memory=memory, version=base_version).first()
+    snapshot = memory_selectors.memory_version_get(memory=memory, version=base_version)
     if snapshot is None:
         return None
     return {name: getattr(snapshot, name) for name in HISTORY_FIELDS}
@@ -136,7 +137,11 @@ def _with_refused(result: dict[str, Any], refused: list[str]) -> dict[str, Any]:
     would bring the memory back. A conflict applied nothing, and says only that."""
     if not refused or result["status"] not in ("applied", "merged"):
         return result
-    return {**result, "refused": refused, "server": memory_payload(Memory.objects.get(pk=result["id"]))}
+    return {
+        **result,
+        "refused": refused,
+        "server": memory_payload(memory_selectors.memory_by_id(result["id"])),
+    }
 
 
 def may_steward(actor: Principal, organization_id) -> bool:
@@ -186,11 +191,7 @@ def push_apply(
         for relation in change["memory"].relations
         if relation.target_memory_id is not None
     }
-    list(
-        Memory.objects.select_for_update()
-        .filter(organization_id=project.organization_id, pk__in=named)
-        .order_by("pk")
-    )
+    memory_selectors.memories_lock(organization_id=project.organization_id, ids=named)
     results = []
     # A device does not know the versions its own edits will get, so a later change in the same
     # push to a memory it already changed may carry the version it saw before (edit, then forget):

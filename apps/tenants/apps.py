@@ -27,6 +27,12 @@ def _revoke_their_keys(sender, instance, **kwargs) -> None:
         access_changed(org_id)
 
 
+def _project_ids(organization_id) -> list:
+    from apps.tenants.models import Project
+
+    return list(Project.objects.filter(organization_id=organization_id).values_list("id", flat=True))
+
+
 def _note_sign_in_change(sender, instance, update_fields=None, raw=False, using=None, **kwargs) -> None:
     """Before a person is saved: does the save change their password or deactivate them?"""
     instance._sign_in_changed = False  # (not left over from a save that failed)
@@ -62,11 +68,16 @@ class TenantsConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from memorysaas.kernel.pgtimestamps import use_c_timestamptz_loader
+        from memorysaas.kernel.realtime import register_projects_of
         from memorysaas.kernel.schedules import ensure_schedules, register_schedule
 
+        # The kernel's realtime helper finds an organization's projects through this lookup.
+        register_projects_of(_project_ids)
         connection_created.connect(use_c_timestamptz_loader, dispatch_uid="memorysaas.c_timestamptz_loader")
 
-        register_schedule("tenants.deletions", "apps.tenants.tasks.deletions_process_due_task", "D")
+        register_schedule(
+            "tenants.deletions", "apps.tenants.tasks.deletions_process_due_task", "D", lane="bulk"
+        )
         register_schedule(
             "tenants.ratelimit_sweep", "apps.tenants.ratelimit.tasks.sweep_task", "I", minutes=15
         )

@@ -15,8 +15,8 @@ from apps.tenants.dashboard import _principal
 from apps.tenants.models import Project
 from apps.tenants.ratelimit.throttle import record_failed_auth, refuse_if_locked_out
 from apps.tenants.roles import Perm
-from apps.tenants.selectors import as_uuid
 from memorysaas.kernel.errors import ApiError, NotFound, RateLimited
+from memorysaas.kernel.ids import as_uuid
 
 
 def _syncable_projects(principal) -> list[Project]:

@@ -608,16 +608,18 @@ def purge_task_arguments(identifiers: Iterable[str], *, broker=None) -> int:
         if mentions(schedule.args, schedule.kwargs):
             schedule.delete()
             removed += 1
-    broker = broker or get_broker()
-    connection = getattr(broker, "connection", None)
-    if connection is not None and hasattr(connection, "lrange"):
-        for item in connection.lrange(broker.list_key, 0, -1):
+    # Every queue lane's list (settings.QUEUE_LANES) when the broker is Redis.
+    for queue in [broker] if broker else [get_broker(cluster) for cluster in settings.QUEUE_LANES.values()]:
+        connection = getattr(queue, "connection", None)
+        if connection is None or not hasattr(connection, "lrange"):
+            continue
+        for item in connection.lrange(queue.list_key, 0, -1):
             try:
                 task = SignedPackage.loads(item)
             except BadSignature:
                 continue
             if mentions(task.get("args"), task.get("kwargs")):
-                removed += connection.lrem(broker.list_key, 0, item)
+                removed += connection.lrem(queue.list_key, 0, item)
     return removed
 
 

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from apps.tenants.models import ApiKey, Device, Invitation, Membership, Organization, Project, Team
+from apps.tenants.models import ApiKey, Invitation, Membership, Organization, Project, Team
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import Forbidden, NotFound
-
-
-def as_uuid(value: str | UUID) -> UUID | None:
-    if isinstance(value, UUID):
-        return value
-    try:
-        return UUID(str(value))
-    except ValueError:
-        return None
+from memorysaas.kernel.ids import as_uuid
 
 
 def organization_get(*, principal: Principal, ref: str | UUID) -> Organization:
@@ -44,18 +36,6 @@ def project_get(*, principal: Principal, project_id: str | UUID, permission: str
         raise NotFound("No such project.")
     if permission is not None and not principal.has(project.organization_id, permission):
         raise Forbidden(f"This needs the '{permission}' permission.")
-    return project
-
-
-def project_get_by_slug(*, principal: Principal, org_slug: str, project_slug: str) -> Project:
-    project = (
-        Project.objects.visible_to(principal)
-        .select_related("organization", "team")
-        .filter(organization__slug=org_slug, slug=project_slug)
-        .first()
-    )
-    if project is None:
-        raise NotFound("No such project.")
     return project
 
 
@@ -111,13 +91,3 @@ def invitation_get(*, organization: Organization, invitation_id: str | UUID) -> 
 
 def teams_for(*, organization: Organization):
     return Team.objects.for_org(organization)
-
-
-def devices_for_user(*, principal: Principal):
-    if principal.user is None:
-        return Device.objects.none()
-    return (
-        Device.objects.visible_to(principal)
-        .filter(user=principal.user)
-        .select_related("api_key", "organization")
-    )

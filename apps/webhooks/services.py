@@ -153,7 +153,7 @@ def on_event(organization_id: UUID | str, event_type: str, payload: dict[str, An
         for endpoint in endpoints
     )
     for delivery in deliveries:
-        enqueue("apps.webhooks.tasks.deliver_task", str(delivery.id))
+        enqueue("apps.webhooks.tasks.deliver_task", str(delivery.id), lane="interactive")
     return deliveries
 
 
@@ -270,6 +270,6 @@ def redeliver(*, delivery: WebhookDelivery, actor: Principal) -> WebhookDelivery
         target=delivery.endpoint,
         metadata={"delivery": str(delivery.id)},
     )
-    enqueue("apps.webhooks.tasks.redeliver_task", str(delivery.id))
+    enqueue("apps.webhooks.tasks.redeliver_task", str(delivery.id), lane="interactive")
     delivery.refresh_from_db()
     return delivery

@@ -1,4 +1,5 @@
-"""What `GET /api/v1/health` checks: database, pgvector, the task queue and the channel layer."""
+"""What `GET /api/v1/health` checks (database, pgvector, the task queue and the channel layer),
+and what readiness checks (/readyz: the database, and Redis when configured)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -36,6 +38,24 @@ def check_pgvector() -> dict[str, Any]:
     if row is None:
         raise RuntimeError("the vector extension is not installed (run migrations)")
     return {"version": row[0]}
+
+
+def check_redis() -> dict[str, Any]:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    finally:
+        client.close()
+    return {}
+
+
+def readiness_report() -> dict[str, Any]:
+    """What a load balancer asks before sending traffic: can this process reach what every request
+    needs (the database, and Redis when one is configured)? Cheap: one round trip each."""
+    checks = {"database": _timed(check_database)}
+    if settings.REDIS_URL:
+        checks["redis"] = _timed(check_redis)
+    return {"status": "ready" if all(c["ok"] for c in checks.values()) else "unready", "checks": checks}
 
 
 def check_queue() -> dict[str, Any]:

@@ -35,10 +35,30 @@ def task_path(func: Callable[..., Any] | str) -> str:
     return f"{func.__module__}.{func.__qualname__}"
 
 
+# Work a person or an agent waits for (a finalize, a graph index, an export, a notification) runs
+# on the interactive lane; work nobody waits for (embeddings, rollups, pruning) on the bulk lane.
+# Each lane is a django-q2 cluster with workers of its own (settings.QUEUE_LANES), so a backlog
+# of thousands of embeddings never stands in front of a graph index.
+LANES = ("interactive", "bulk")
+
+
+def lane_cluster(lane: str) -> str:
+    """The django-q2 cluster (its queue's name) that serves `lane`."""
+    from django.conf import settings
+
+    if lane not in LANES:
+        raise ValueError(f"unknown queue lane {lane!r}; one of {', '.join(LANES)}")
+    return settings.QUEUE_LANES[lane]
+
+
 def enqueue(
-    func: Callable[..., Any] | str, *args: Any, task_name: str | None = None, group: str | None = None
+    func: Callable[..., Any] | str,
+    *args: Any,
+    lane: str = "interactive",
+    task_name: str | None = None,
+    group: str | None = None,
 ) -> None:
-    """Queue `func(*args)` for when the current transaction commits (at once outside one).
+    """Queue `func(*args)` on `lane` for when the current transaction commits (at once outside one).
 
     With the ORM broker the task's row is written in the caller's transaction: it exists if and
     only if the write that asked for it committed, so no outage between the two can lose it.
@@ -50,7 +70,7 @@ def enqueue(
     from django_q.tasks import async_task  # (here: it loads django-q2's models, and apps import this)
 
     path = task_path(func)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"cluster": lane_cluster(lane)}
     if task_name:
         options["task_name"] = task_name
     if group:

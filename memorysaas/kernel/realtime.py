@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -57,6 +57,17 @@ def next_project_seq(project_id: UUID | str, count: int = 1) -> int:
     return row[0] if row else 0
 
 
+# The ids of an organization's projects. Projects belong to the tenants app, above this kernel,
+# so tenants registers the lookup from its AppConfig.ready() (register_projects_of).
+_projects_of: Callable[[UUID | str], Iterable[UUID]] | None = None
+
+
+def register_projects_of(fn: Callable[[UUID | str], Iterable[UUID]]) -> None:
+    """Tell access_changed how to list an organization's project ids."""
+    global _projects_of
+    _projects_of = fn
+
+
 def access_changed(organization_id: UUID | str) -> None:
     """After a commit that took access away (a member removed, a key or device revoked), every
     open socket on the organization's projects checks its caller again and closes if the caller
@@ -64,15 +75,10 @@ def access_changed(organization_id: UUID | str) -> None:
     from django.db import transaction
 
     def send() -> None:
-        from apps.tenants.models import Project
-
         layer = get_channel_layer()
-        if layer is None:
+        if layer is None or _projects_of is None:
             return
-        groups = [
-            project_group(p)
-            for p in Project.objects.filter(organization_id=organization_id).values_list("id", flat=True)
-        ]
+        groups = [project_group(p) for p in _projects_of(organization_id)]
 
         async def go() -> None:
             for group in groups:

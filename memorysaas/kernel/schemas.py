@@ -140,13 +140,3 @@ class QuerySchema(InputSchema):
 
 class OutputSchema(Schema):
     pass
-
-
-class ErrorBody(Schema):
-    code: str
-    message: str
-    details: object | None = None
-
-
-class ErrorEnvelope(Schema):
-    error: ErrorBody

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memorysaas.middleware.RequestContextMiddleware",
     "memorysaas.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -142,6 +143,11 @@ def redis_channel_hosts(url: str) -> list[dict]:
     return [{"address": url, "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT}]
 
 
+# The database cache's table (created by apps/tenants' migration `cache_table`, whatever the
+# cache in use, so that switching Redis off later needs no command).
+CACHE_TABLE = "memorysaas_cache"
+
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -154,8 +160,16 @@ if REDIS_URL:
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # Without Redis, events and the cache go through PostgreSQL, so that what a worker publishes
+    # (graph index progress, memories a finalize promoted) reaches the sockets daphne holds, and
+    # every process sees one cache (docs/decisions/live-updates-without-redis.md).
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "memorysaas.kernel.pglayer.PostgresChannelLayer",
+            "CONFIG": {"prefix": env_str("CHANNELS_PREFIX", "memorysaas")},
+        }
+    }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": CACHE_TABLE}}
 
 # Background tasks are delivered at least once (deploy/SCALING.md): a task not acknowledged
 # `retry` seconds after a worker took it (the worker died, or its result could not be recorded)
@@ -163,9 +177,24 @@ else:
 # on Redis, memorysaas.kernel.brokers.AcknowledgedRedis does (django-q2's own Redis broker loses what a
 # killed worker held). `retry` must exceed `timeout`, or a slow task would run twice at once.
 Q_BROKER = env_str("Q_BROKER", "redis" if REDIS_URL else "orm").strip().lower()
+# Queue lanes (memorysaas/kernel/queue.py): each is a django-q2 cluster, so a queue with workers
+# of its own. Interactive work (finalize, graph index, exports, notifications) never waits behind
+# bulk work (embeddings, rollups, pruning). Q_PREFIX names the site (it signs the tasks and
+# prefixes the Redis keys); a `qcluster` serves the lane Q_LANE names, interactive by default.
+Q_PREFIX = env_str("Q_PREFIX", "memorysaas")
+QUEUE_LANES = {"interactive": Q_PREFIX, "bulk": f"{Q_PREFIX}-bulk"}
+Q_LANE = (env_str("Q_LANE") or "interactive").strip().lower()
+if Q_LANE not in QUEUE_LANES:
+    raise ValueError(f"Q_LANE must be one of {', '.join(QUEUE_LANES)}, not {Q_LANE!r}")
+# Workers per lane: the interactive lane's tasks are few and short; the bulk lane embeds.
+Q_LANE_WORKERS = {
+    "interactive": env_int("Q_INTERACTIVE_WORKERS", env_int("Q_WORKERS", 2)),
+    "bulk": env_int("Q_BULK_WORKERS", env_int("Q_WORKERS", 2)),
+}
 Q_CLUSTER = {
-    "name": env_str("Q_CLUSTER_NAME", "memorysaas"),
-    "workers": env_int("Q_WORKERS", 2),
+    "name": Q_PREFIX,
+    "cluster_name": QUEUE_LANES[Q_LANE],
+    "workers": Q_LANE_WORKERS[Q_LANE],
     "timeout": env_int("Q_TIMEOUT", 600),
     "retry": env_int("Q_RETRY", 900),
     "max_attempts": 3,
@@ -178,6 +207,11 @@ Q_CLUSTER = {
         if Q_BROKER == "redis" and REDIS_URL
         else {"orm": "default"}
     ),
+    # django-q2's own way to pick a cluster (Q_CLUSTER_NAME=<a lane's cluster>) works as well.
+    "ALT_CLUSTERS": {
+        cluster: {"cluster_name": cluster, "workers": Q_LANE_WORKERS[lane]}
+        for lane, cluster in QUEUE_LANES.items()
+    },
 }
 # Work left behind (a memory still pending embedding, an index job or an export never run) is
 # queued again by the sweeps once it is this old (a schedule runs them every few minutes).
@@ -252,11 +286,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or None
 OPENAI_CHAT_MODEL = env_str("OPENAI_CHAT_MODEL", "gpt-4o-mini")
-# HyDE in search (apps/memories/hyde.py): on whenever an LLM is configured, unless switched off.
+# HyDE in search (apps/memories/search/hyde.py): on whenever an LLM is configured, unless switched off.
 SEARCH_HYDE = env_bool("SEARCH_HYDE", True)
 HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
 # Search runs its dense and graph paths on a second connection beside the keyword path
-# (apps/memories/beside.py); the workers per process each keep one connection. One fewer than
+# (apps/memories/concurrent_reads.py); the workers per process each keep one connection. One fewer than
 # the CPUs this process may use: with three paths at once on two cores, PostgreSQL's backends
 # and the GIL made the keyword path wait (100K benchmark: pipeline p95 51 ms with two workers,
 # 43-46 with one).
@@ -289,7 +323,7 @@ EMBEDDING_TORCH_THREADS = env_int("EMBEDDING_TORCH_THREADS", 1)
 # weights into EMBEDDING_ONNX_DIR (same vectors, about half a query's time); "torch": as loaded.
 EMBEDDING_LOCAL_RUNTIME = (env_str("EMBEDDING_LOCAL_RUNTIME") or "onnx").strip().lower()
 EMBEDDING_ONNX_DIR = env_str("EMBEDDING_ONNX_DIR") or str(DATA_DIR / "models")
-# The local precision stage's second model (apps/memories/precision.py), with the local provider:
+# The local precision stage's second model (apps/memories/embedding/precision.py), with the local provider:
 # "all-mpnet-base-v2" re-scores a search's head with it as well; "none" leaves the rerank to MiniLM.
 PRECISION_MODEL = (env_str("PRECISION_MODEL") or "all-mpnet-base-v2").strip().lower()
 # How long a search waits for the precision model's query vector before it reranks without it (a
@@ -308,11 +342,31 @@ DEVICE_FLOW_INTERVAL = env_int("DEVICE_FLOW_INTERVAL", 5)
 
 NINJA_PAGINATION_PER_PAGE = 50
 
+# Logs: one JSON object a line ("json", for log collectors) or plain text ("plain"); every line
+# carries the request id of the request it was written in (memorysaas/kernel/requestid.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "json").strip().lower()
+if LOG_FORMAT not in ("json", "plain"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or plain, not {LOG_FORMAT!r}")
+# One log line per request Django answers (logger memorysaas.access): route, status, duration.
+ACCESS_LOG = env_bool("ACCESS_LOG", True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "memorysaas.kernel.requestid.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            "timestamp": False,
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
@@ -321,8 +375,13 @@ LOGGING = {
     },
 }
 
+# /metrics (Prometheus): answered to loopback addresses, and to anyone sending
+# `Authorization: Bearer <METRICS_TOKEN>` when that is set (a scraper in another pod).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOW_LOOPBACK = env_bool("METRICS_ALLOW_LOOPBACK", True)
+
 # ---------------------------------------------------------------- memories (apps/memories)
-# Embedding cache rows live this long (V5 §8: 7 days).
+# Embedding cache rows live this long (7 days by default).
 EMBEDDING_CACHE_TTL_DAYS = env_int("EMBEDDING_CACHE_TTL_DAYS", 7)
 # Proactive injection (/context) skips memories whose decayed confidence is below this.
 MEMORY_INJECTION_MIN_CONFIDENCE = float(env_str("MEMORY_INJECTION_MIN_CONFIDENCE", "0.5"))

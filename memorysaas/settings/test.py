@@ -3,6 +3,7 @@
 import os
 
 os.environ.setdefault("ACCOUNT_EMAIL_VERIFICATION", "mandatory")
+os.environ.setdefault("Q_PREFIX", "memorysaas-test")  # its own queues (Redis lists): tests purge them
 
 from memorysaas.settings.base import *  # noqa: F403
 from memorysaas.settings.base import Q_CLUSTER
@@ -12,7 +13,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 EMBEDDING_MODE = "sync"
 MODELS_WARM_AT_START = False  # (a test that loads a model says which, and where)
-Q_CLUSTER = {**Q_CLUSTER, "sync": True, "name": "memorysaas-test"}  # its own Redis list: tests purge it
+Q_CLUSTER = {**Q_CLUSTER, "sync": True}
 # Tests that need Redis ask for it explicitly; the default layer stays in-process.
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from apps.agents.models import HookDelivery, HookSession
-from apps.memories.drafts import MemoryDraft
 from apps.memories.services import memory_create
+from apps.memories.validation import MemoryDraft
 from apps.observer.models import EventBatch, Session
 from apps.observer.services import load_scratchpad
 from apps.tenants import services as tenants

@@ -25,11 +25,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
+from memorysaas_client import tool_specs
 
 from apps.agents import mcp_tools
 from apps.agents.mcp_server import call_in_django
 from apps.graph import services as graph_services
 from apps.memories.models import Memory
+from apps.memories.validation import MAX_CONTENT_CHARS
 from apps.tenants import services as tenant_services
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Role
@@ -428,3 +430,7 @@ def test_tool_calls_are_charged_to_the_keys_rate_limit_like_rest_requests(settin
         call_in_django(mcp_tools.list_projects, principal, {})
     assert refused.value.details["scope"] == "api_key"
     assert "Try again in" in refused.value.message
+
+
+def test_a_memorys_content_is_limited_alike_by_the_tools_and_the_api():
+    assert tool_specs.MAX_CONTENT_CHARS == MAX_CONTENT_CHARS

@@ -44,14 +44,19 @@ def error_text(result: CallToolResult) -> str:
     return result.content[0].text
 
 
-def schemas(tools) -> dict[str, set[str]]:
-    return {tool.name: set(tool.input_schema.get("properties", {})) for tool in tools}
-
-
 def test_the_local_server_has_the_remote_servers_tools():
-    """Same names, same arguments: an agent can be pointed at either."""
+    """Same names, same argument schemas, same descriptions (the local one may add what it does
+    offline), same hints: an agent can be pointed at either."""
     local = build_server(Backend(Profile(url="http://127.0.0.1:9", key="msk_x", project_id="p")))
-    assert schemas(anyio.run(local.list_tools)) == schemas(anyio.run(remote_server.list_tools))
+    ours = {tool.name: tool for tool in anyio.run(local.list_tools)}
+    theirs = {tool.name: tool for tool in anyio.run(remote_server.list_tools)}
+    assert sorted(ours) == sorted(theirs)
+    for name, tool in theirs.items():
+        assert ours[name].input_schema == tool.input_schema, name
+        assert "ctx" not in tool.input_schema["properties"]  # (the server's call context is no argument)
+        assert ours[name].description.startswith(tool.description), name
+        assert ours[name].annotations == tool.annotations, name
+    assert ours["search_memory"].description != theirs["search_memory"].description  # (offline note)
 
 
 def test_tools_forward_to_the_service_and_search_the_replica_offline(server, home, alice):

@@ -9,8 +9,8 @@ without touching the suite's shared test database.
 - `broker`: every test that uses `stack` runs once per django-q2 broker — Redis (at REDIS_URL,
   through memorysaas.kernel.brokers.AcknowledgedRedis) and the ORM.
 - `stack` (per test): a database copied from the template with a demo organization, project and
-  API key, and the means to start workers and a web server on it, kill them, and read its rows.
-  Its cluster name (so its Redis keys) is its own. Tasks not acknowledged within `RETRY` seconds
+  API key, and the means to start workers (a cluster per queue lane) and a web server on it, kill
+  them, and read its rows. Its queue prefix (so its Redis keys) is its own. Tasks not acknowledged within `RETRY` seconds
   are delivered again.
 """
 
@@ -116,7 +116,7 @@ def service_env(database_url: str, *, broker: str, cluster: str) -> dict[str, st
         MODELS_WARM_AT_START="0",
         PRECISION_MODEL="none",
         Q_BROKER=broker,
-        Q_CLUSTER_NAME=cluster,
+        Q_PREFIX=cluster,
         Q_WORKERS="2",
         Q_RETRY=str(RETRY),
         Q_TIMEOUT=str(TIMEOUT),
@@ -192,8 +192,10 @@ class Stack:
         self.database = f"faults_{uuid.uuid4().hex[:12]}"
         self.cluster = f"faults-{uuid.uuid4().hex[:12]}"
         self.env = service_env(postgres.url(self.database), broker=broker, cluster=self.cluster)
+        # The queues of its two lanes (settings.QUEUE_LANES).
+        self.lanes = {"interactive": self.cluster, "bulk": f"{self.cluster}-bulk"}
         self.processes: list[subprocess.Popen] = []
-        self.workers: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
         self.web: subprocess.Popen | None = None
         self.web_url = ""
         with postgres.connect() as conn:
@@ -207,39 +209,55 @@ class Stack:
 
     # ---------------------------------------------------------------- processes
 
-    def _start(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         log = (self.logs / f"{name}-{len(self.processes)}.log").open("wb")
         # A session of its own: the process and every child it forks form one group, killed as one.
         process = subprocess.Popen(
-            args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            cwd=ROOT,
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         self.processes.append(process)
         return process
 
     def start_workers(self) -> None:
-        """A `manage.py qcluster` (its sentinel, 2 workers, pusher and monitor), once it runs."""
+        """A `manage.py qcluster` per queue lane (each its sentinel, 2 workers, pusher and
+        monitor), once they run."""
         self.launch_workers()
         self.wait_for_workers()
 
     def launch_workers(self) -> None:
-        self.workers = self._start("qcluster", [sys.executable, "manage.py", "qcluster"])
+        self.workers = [
+            self._start(f"qcluster-{lane}", [sys.executable, "manage.py", "qcluster"], {"Q_LANE": lane})
+            for lane in self.lanes
+        ]
 
     def wait_for_workers(self) -> None:
-        wait_until(self._cluster_started, timeout=60, what="the worker cluster started")
+        for lane in self.lanes:
+            wait_until(
+                lambda lane=lane: self._cluster_started(lane),
+                timeout=60,
+                what=f"the {lane} worker cluster started",
+            )
 
-    def _cluster_started(self) -> bool:
-        assert self.workers is not None
-        if self.workers.poll() is not None:
-            raise AssertionError(f"qcluster exited:\n{self.log_tail('qcluster')}")
-        return b"running." in self._last_log("qcluster").read_bytes()
+    def _cluster_started(self, lane: str) -> bool:
+        if any(worker.poll() is not None for worker in self.workers):
+            raise AssertionError(f"a qcluster exited:\n{self.log_tail('qcluster')}")
+        return b"running." in self._last_log(f"qcluster-{lane}").read_bytes()
 
     def kill_workers(self) -> None:
-        """SIGKILL to every process of the cluster at once: nothing gets to finish or clean up."""
-        assert self.workers is not None
-        os.killpg(self.workers.pid, signal.SIGKILL)
-        self.workers.wait(timeout=30)
-        wait_until(lambda: not _group_alive(self.workers.pid), timeout=30, what="the killed cluster is gone")
+        """SIGKILL to every process of every cluster at once: nothing gets to finish or clean up."""
+        for worker in self.workers:
+            os.killpg(worker.pid, signal.SIGKILL)
+        for worker in self.workers:
+            worker.wait(timeout=30)
+            wait_until(
+                lambda pid=worker.pid: not _group_alive(pid), timeout=30, what="the killed cluster is gone"
+            )
 
     def start_web(self) -> str:
         """A daphne serving the app, once its health check passes."""
@@ -303,7 +321,10 @@ class Stack:
         return sorted(self.logs.glob(f"{name}-*.log"), key=lambda p: p.stat().st_mtime)[-1]
 
     def log_tail(self, name: str, chars: int = 4000) -> str:
-        return self._last_log(name).read_text(errors="replace")[-chars:]
+        """The end of the logs of the processes named so (every lane's, for "qcluster")."""
+        logs = sorted(self.logs.glob(f"{name}-*.log"), key=lambda p: p.stat().st_mtime)
+        latest = logs[-len(self.lanes) :] if name == "qcluster" else logs[-1:]
+        return "".join(log.read_text(errors="replace")[-chars:] for log in latest)
 
     # ---------------------------------------------------------------- reading the database
 
@@ -318,23 +339,27 @@ class Stack:
         return dict(self.rows("SELECT embedding_status, count(*) FROM memories_memory GROUP BY 1"))
 
     def in_flight(self) -> int:
-        """Tasks a worker has taken and not acknowledged."""
+        """Tasks a worker has taken and not acknowledged, on every lane."""
         if self.broker == "redis":
             import redis
 
-            return redis.from_url(_redis_url()).llen(f"django_q:{self.cluster}:q:inflight")
+            connection = redis.from_url(_redis_url())
+            return sum(connection.llen(f"django_q:{queue}:q:inflight") for queue in self.lanes.values())
         return self.value(
-            "SELECT count(*) FROM django_q_ormq WHERE key = %s AND lock > now()", [self.cluster]
+            "SELECT count(*) FROM django_q_ormq WHERE key = ANY(%s) AND lock > now()",
+            [list(self.lanes.values())],
         )
 
     def queued(self) -> int:
-        """Tasks waiting in the broker, not taken yet."""
+        """Tasks waiting in the broker, not taken yet, on every lane."""
         if self.broker == "redis":
             import redis
 
-            return redis.from_url(_redis_url()).llen(f"django_q:{self.cluster}:q")
+            connection = redis.from_url(_redis_url())
+            return sum(connection.llen(f"django_q:{queue}:q") for queue in self.lanes.values())
         return self.value(
-            "SELECT count(*) FROM django_q_ormq WHERE key = %s AND lock <= now()", [self.cluster]
+            "SELECT count(*) FROM django_q_ormq WHERE key = ANY(%s) AND lock <= now()",
+            [list(self.lanes.values())],
         )
 
     def drop(self) -> None:

@@ -18,7 +18,8 @@ from tenacity import stop_after_attempt, wait_none
 
 from apps.graph import tasks as graph_tasks
 from apps.graph.models import GraphNode, IndexJob
-from apps.memories import embeddings, services
+from apps.memories import services
+from apps.memories.embedding import providers
 from apps.memories.models import EmbeddingStatus, Memory
 from apps.tenants import tasks as tenant_tasks
 from apps.tenants.models import DataExport, ExportStatus
@@ -90,7 +91,7 @@ def test_an_embedding_that_fails_before_it_starts_marks_the_memory_failed(alice,
     def misconfigured():
         raise ValueError("EMBEDDING_PROVIDER 'nope' is not one of local, openai, hashing")
 
-    monkeypatch.setattr(embeddings, "get_provider", misconfigured)
+    monkeypatch.setattr(providers, "get_provider", misconfigured)
     assert services.memories_embed([str(memory.id)]) == 0
     memory.refresh_from_db()
     assert memory.embedding_status == EmbeddingStatus.FAILED

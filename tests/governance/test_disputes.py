@@ -9,8 +9,8 @@ from django.db import transaction
 from apps.governance import services
 from apps.governance.models import Dispute, Notification
 from apps.memories import services as memory_services
-from apps.memories.fusion import weighting
 from apps.memories.models import Memory
+from apps.memories.search.fusion import weighting
 from apps.tenants.roles import Role
 from memorysaas.kernel.errors import Conflict
 from tests.memories.factories import make_memory

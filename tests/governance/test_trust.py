@@ -1,4 +1,4 @@
-"""Trust levels: thresholds, the offers the V5 §13 rules make, and who may accept them."""
+"""Trust levels: thresholds, the offers the trust rules make, and who may accept them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.conf import settings
 from apps.governance import trust
 from apps.governance.models import ProjectTrust, TrustLevel
 from apps.memories import services as memory_services
-from apps.memories.retrieval import injection_min_confidence
+from apps.memories.thresholds import injection_min_confidence
 from apps.tenants.roles import Role
 from tests.memories.factories import make_memory
 

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from apps.memories import precision
+from apps.memories.embedding import precision
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +66,7 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         )  # fmt: skip
 
     def _embeddings(self, body):
-        from apps.memories.embeddings import HashingEmbeddings
+        from apps.memories.embedding.providers import HashingEmbeddings
 
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         vectors = HashingEmbeddings(body.get("dimensions") or 384).embed(texts)
@@ -102,7 +102,7 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_openai(settings):
     """A fake OpenAI server on 127.0.0.1 with OPENAI_API_KEY and OPENAI_BASE_URL pointed at it."""
-    from apps.memories import hyde
+    from apps.memories.search import hyde
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
     server.daemon_threads = True

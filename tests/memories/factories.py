@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from apps.memories import services
-from apps.memories.drafts import MemoryDraft
 from apps.memories.models import Memory
+from apps.memories.validation import MemoryDraft
 from apps.tenants.principal import Principal
 
 

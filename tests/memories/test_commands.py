@@ -159,21 +159,23 @@ def test_reembed_picks_up_other_models(alice, settings, capsys):
 def test_reindex_keywords_rebuilds_the_memories_with_cjk_text_or_all(alice, capsys):
     from django.db.models.expressions import RawSQL
 
-    from apps.memories import services
-    from apps.memories.search import search
+    from apps.memories.search import SearchRequest, search
+    from apps.memories.services import indexing
 
     chinese = make_memory(alice, content="缓存键在每次部署时都会变化。")
     english = make_memory(alice, content="Cache keys change per deploy.")
-    services._adjust_term_stats([chinese.id], -1)  # as indexed by a server on the old code
+    indexing._adjust_term_stats([chinese.id], -1)  # as indexed by a server on the old code
     Memory.objects.filter(id=chinese.id).update(search_vector=RawSQL("to_tsvector('english', content)", []))
-    services._adjust_term_stats([chinese.id], +1)
-    assert not search(principal=alice.principal, project=alice.project, query="部署").rankings.get("keyword")
+    indexing._adjust_term_stats([chinese.id], +1)
+    assert not search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="部署")
+    ).rankings.get("keyword")
 
     call_command("reindex_keywords", "--project", str(alice.project.id))
     assert json.loads(capsys.readouterr().out)["reindexed"] == 1
-    assert search(principal=alice.principal, project=alice.project, query="部署").rankings["keyword"] == [
-        str(chinese.id)
-    ]
+    assert search(SearchRequest(principal=alice.principal, project=alice.project, query="部署")).rankings[
+        "keyword"
+    ] == [str(chinese.id)]
     call_command("reindex_keywords", "--all", "--batch-size", "1")
     assert json.loads(capsys.readouterr().out)["reindexed"] == 2
     assert Memory.objects.get(id=english.id).version == 1  # (not a change of the memory)

@@ -1,5 +1,5 @@
 """Search runs its dense and graph paths on a second connection beside the keyword path
-(apps/memories/beside.py). These tests commit their data (a second connection cannot see an
+(apps/memories/concurrent_reads.py). These tests commit their data (a second connection cannot see an
 open transaction's rows) and close the worker connections before the database goes."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from apps.memories import beside, neighbours
+from apps.memories import concurrent_reads, neighbours
 from apps.memories.neighbours import (
     file_neighbours,
     register_neighbour_provider,
     unregister_neighbour_provider,
 )
-from apps.memories.search import search
+from apps.memories.search import SearchRequest, search
 from tests.memories.factories import make_memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def concurrent(settings):
     settings.SEARCH_CONCURRENT = True
     yield
-    beside.close_connections()
+    concurrent_reads.close_connections()
 
 
 def _backend_pid() -> int:
@@ -36,25 +36,25 @@ def _backend_pid() -> int:
 
 def test_a_read_started_beside_runs_on_another_connection(concurrent):
     here = _backend_pid()
-    assert beside.start(_backend_pid)() != here
+    assert concurrent_reads.start(_backend_pid)() != here
 
 
 def test_inside_a_transaction_the_read_stays_on_the_callers_connection(concurrent):
     with transaction.atomic():
         here = _backend_pid()
-        assert beside.start(_backend_pid)() == here
+        assert concurrent_reads.start(_backend_pid)() == here
 
 
 def test_switched_off_the_read_stays_on_the_callers_connection(settings):
     settings.SEARCH_CONCURRENT = False
-    assert beside.start(_backend_pid)() == _backend_pid()
+    assert concurrent_reads.start(_backend_pid)() == _backend_pid()
 
 
 def test_an_error_in_the_read_reaches_the_caller(concurrent):
     def broken() -> None:
         raise ValueError("no such thing")
 
-    waiting = beside.start(broken)
+    waiting = concurrent_reads.start(broken)
     with pytest.raises(ValueError, match="no such thing"):
         waiting()
 
@@ -75,9 +75,11 @@ def test_concurrent_search_ranks_exactly_as_the_sequential_one(alice, concurrent
     ]
     for ask in asks:
         settings.SEARCH_CONCURRENT = False
-        sequential = search(principal=alice.principal, project=alice.project, limit=8, **ask)
+        sequential = search(SearchRequest(principal=alice.principal, project=alice.project, limit=8, **ask))
         settings.SEARCH_CONCURRENT = True
-        concurrent_result = search(principal=alice.principal, project=alice.project, limit=8, **ask)
+        concurrent_result = search(
+            SearchRequest(principal=alice.principal, project=alice.project, limit=8, **ask)
+        )
         assert [h.memory.id for h in concurrent_result.hits] == [h.memory.id for h in sequential.hits]
         assert [h.ranks for h in concurrent_result.hits] == [h.ranks for h in sequential.hits]
         assert concurrent_result.hits, ask

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apps.memories.embeddings import embed_cached, get_provider
+from apps.memories.embedding.providers import embed_cached, get_provider
 from apps.memories.models import EmbeddingCache
 
 pytestmark = pytest.mark.django_db(transaction=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.memories import fusion
-from apps.memories.keyword import Candidate, bm25, reference_score, weighted_tf
+from apps.memories.search import fusion
+from apps.memories.search.keyword import Candidate, bm25, reference_score, weighted_tf
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_neighbourhood_boost_lifts_only_positions_11_to_50():
 
 
 def test_neighbourhood_boost_counts_the_top_files_as_mentioned():
-    # V5 divides by the top results' file mentions with repeats: ten leaders on one file make ten
+    # The boost divides by the top results' file mentions with repeats: ten leaders on one file make ten
     # mentions, so a neighbour of that file gets 0.3 × 1/10 of the leader's score, not the whole
     # 0.3 that counting the one distinct file would give it.
     ordered = [f"m{i}" for i in range(12)]

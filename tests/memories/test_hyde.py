@@ -7,8 +7,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from apps.memories import hyde
-from apps.memories.search import search
+from apps.memories.search import SearchRequest, Stages, hyde, search
 from tests.memories.factories import make_memory
 
 pytestmark = pytest.mark.django_db
@@ -32,8 +31,11 @@ def memories(alice):
     }
 
 
-def _search(alice, query, **kwargs):
-    return search(principal=alice.principal, project=alice.project, query=query, limit=3, **kwargs)
+def _search(alice, query, *, use_hyde=True, as_of=None):
+    request = SearchRequest(
+        principal=alice.principal, project=alice.project, query=query, limit=3, as_of=as_of
+    )
+    return search(request, Stages(hyde=use_hyde))
 
 
 def _chat_requests(fake):
@@ -81,7 +83,9 @@ def test_hydes_second_pass_ranks_as_of_the_moment_asked_for(alice, memories, fak
 def test_one_organizations_cached_answer_is_not_anothers(alice, charlie, memories, fake_openai):
     fake_openai.answer = PAGER
     assert _search(alice, QUESTION).hyde["status"] == "ran"
-    elsewhere = search(principal=charlie.principal, project=charlie.project, query=QUESTION, limit=3)
+    elsewhere = search(
+        SearchRequest(principal=charlie.principal, project=charlie.project, query=QUESTION, limit=3)
+    )
     assert elsewhere.hyde["status"] == "ran"  # not "cached": that would tell charlie what alice asked
     assert len(_chat_requests(fake_openai)) == 2
 
@@ -112,7 +116,7 @@ def test_timeout_falls_back(alice, memories, fake_openai, settings, api_client):
 
 
 def test_only_an_unsure_search_asks_for_a_hypothetical(fake_openai):
-    """seeds/003 §7: fewer than 3 results scoring above 0.5 after every stage."""
+    """HyDE runs on an unsure search: fewer than 3 results scoring above 0.5 after every stage."""
     fake_openai.answer = PAGER
     assert hyde.hypothetical(QUESTION, "semantic", [0.9, 0.8, 0.51, 0.2]).status == "confident"
     assert _chat_requests(fake_openai) == []
@@ -134,9 +138,9 @@ def test_a_confident_search_keeps_its_results_without_a_call(alice, memories, fa
 def test_a_search_for_one_result_is_judged_by_the_top_three(alice, memories, fake_openai, monkeypatch):
     fake_openai.answer = PAGER
     monkeypatch.setattr(hyde, "MIN_SCORE", -1.0)  # every result counts as sure
-    assert search(principal=alice.principal, project=alice.project, query=QUESTION, limit=1).hyde[
-        "status"
-    ] == ("confident")
+    assert search(
+        SearchRequest(principal=alice.principal, project=alice.project, query=QUESTION, limit=1)
+    ).hyde["status"] == ("confident")
     assert _chat_requests(fake_openai) == []
 
 

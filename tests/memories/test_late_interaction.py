@@ -9,10 +9,15 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from apps.memories import fusion, late
-from apps.memories.embeddings import LocalMiniLM, embed_cached, embed_cached_with_tokens, get_provider
+from apps.memories.embedding import providers
+from apps.memories.embedding.providers import (
+    LocalMiniLM,
+    embed_cached,
+    embed_cached_with_tokens,
+    get_provider,
+)
 from apps.memories.models import EmbeddingCache, MemoryTokens
-from apps.memories.search import search
+from apps.memories.search import NO_HYDE, SearchRequest, Stages, fusion, late_interaction, search
 from apps.memories.services import embedding_text, memory_delete, memory_update
 from tests.memories.factories import make_memory
 
@@ -23,44 +28,44 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 def test_packed_tokens_come_back_as_the_same_unit_rows():
     rows = np.random.default_rng(7).normal(size=(37, 384)).astype(np.float32)
-    data = late.pack(rows)
+    data = late_interaction.pack(rows)
     assert len(data) == 37 * 384  # one signed byte a dimension
-    back = late.unpack(data, 384)
+    back = late_interaction.unpack(data, 384)
     assert back.shape == (37, 384)
-    expected = late.normalise_rows(rows)
+    expected = late_interaction.normalise_rows(rows)
     assert np.allclose(np.linalg.norm(back, axis=1), 1.0, atol=1e-5)
     assert float(np.min(np.sum(back * expected, axis=1))) > 0.999
 
 
 def test_unpacking_bytes_that_are_not_whole_rows_is_refused():
     with pytest.raises(ValueError, match="not whole token rows"):
-        late.unpack(late.pack(np.ones((2, 8)))[:-1], 8)
+        late_interaction.unpack(late_interaction.pack(np.ones((2, 8)))[:-1], 8)
 
 
 def test_maxsim_over_packed_documents_matches_it_over_float_rows():
     rng = np.random.default_rng(3)
-    query = late.normalise_rows(rng.normal(size=(6, 32)))
+    query = late_interaction.normalise_rows(rng.normal(size=(6, 32)))
     documents = [rng.normal(size=(n, 32)) for n in (5, 1, 12)]
-    packed = [late.pack(documents[0]), b"", *(late.pack(d) for d in documents[1:])]
-    scores = late.maxsim_packed(query, packed, 32)
-    expected = [late.maxsim(query, late.normalise_rows(d)) for d in documents]
+    packed = [late_interaction.pack(documents[0]), b"", *(late_interaction.pack(d) for d in documents[1:])]
+    scores = late_interaction.maxsim_packed(query, packed, 32)
+    expected = [late_interaction.maxsim(query, late_interaction.normalise_rows(d)) for d in documents]
     expected.insert(1, 0.0)  # a memory without tokens scores nothing
     assert scores == pytest.approx(expected, abs=2e-3)
-    assert late.maxsim_packed(query, [], 32) == []
+    assert late_interaction.maxsim_packed(query, [], 32) == []
     with pytest.raises(ValueError, match="not whole token rows"):
-        late.maxsim_packed(query, [packed[0][:-3]], 32)
+        late_interaction.maxsim_packed(query, [packed[0][:-3]], 32)
 
 
 def test_only_word_pieces_with_a_letter_or_digit_are_query_tokens():
     pieces = ["[CLS]", "select", "_", "for", "##_", "update", "(", ")", "—", "e108", "[SEP]"]
-    assert late.content_positions(pieces) == [1, 3, 5, 9]
+    assert late_interaction.content_positions(pieces) == [1, 3, 5, 9]
 
 
 def test_maxsim_is_the_mean_best_match_of_each_query_token():
     a, b, c = np.eye(3, dtype=np.float32)
-    assert late.maxsim(np.stack([a, b]), np.stack([b, a, c])) == pytest.approx(1.0)
-    assert late.maxsim(np.stack([a, b]), np.stack([a, c])) == pytest.approx(0.5)
-    assert late.maxsim(np.zeros((0, 3)), np.stack([a])) == 0.0
+    assert late_interaction.maxsim(np.stack([a, b]), np.stack([b, a, c])) == pytest.approx(1.0)
+    assert late_interaction.maxsim(np.stack([a, b]), np.stack([a, c])) == pytest.approx(0.5)
+    assert late_interaction.maxsim(np.zeros((0, 3)), np.stack([a])) == 0.0
 
 
 def test_late_interaction_replaces_half_the_cosine_in_the_local_rerank():
@@ -78,7 +83,7 @@ def test_late_interaction_replaces_half_the_cosine_in_the_local_rerank():
 
 
 def _token_count(text: str) -> int:
-    return len(LocalMiniLM().tokenizer()(text, truncation=True, max_length=256)["input_ids"]) - 2
+    return len(providers._model().tokenizer(text, truncation=True, max_length=256)["input_ids"]) - 2
 
 
 @pytest.mark.django_db
@@ -86,7 +91,7 @@ def test_embedding_a_memory_stores_its_token_embeddings_with_the_vector(alice, r
     memory = make_memory(alice, content="QuerySet.iterator() after prefetch_related() needs a chunk_size.")
     stored = MemoryTokens.objects.get(memory=memory)
     assert stored.model_id == MINILM
-    tokens = late.unpack(bytes(stored.data), 384)
+    tokens = late_interaction.unpack(bytes(stored.data), 384)
     assert len(tokens) == _token_count(embedding_text(memory))
     # The cache keeps them beside the vector, so unchanged text is not embedded again.
     assert EmbeddingCache.objects.exclude(tokens=None).filter(model_id=MINILM).count() == 1
@@ -135,7 +140,9 @@ def test_a_provider_without_token_embeddings_stores_none_and_drops_other_models_
     call_command("reembed", stdout=out)
     assert json.loads(out.getvalue())["embedded"] == 1
     assert not MemoryTokens.objects.filter(memory=memory).exists()
-    hits = search(principal=alice.principal, project=alice.project, query="ManagementForm tampered").hits
+    hits = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="ManagementForm tampered")
+    ).hits
     assert hits and hits[0].components["late_interaction"] is None
 
 
@@ -163,10 +170,12 @@ def test_the_local_rerank_reports_maxsim_and_blends_it_into_the_score(alice, rea
     )
     off_topic = make_memory(alice, content="list_display entries may follow '__' lookups since Django 5.1.")
     result = search(
-        principal=alice.principal,
-        project=alice.project,
-        query="streaming a big queryset in batches while prefetching related rows",
-        use_hyde=False,
+        SearchRequest(
+            principal=alice.principal,
+            project=alice.project,
+            query="streaming a big queryset in batches while prefetching related rows",
+        ),
+        NO_HYDE,
     )
     assert result.query_kind == "semantic" and result.reranker == "local"
     parts = {hit.memory.id: hit.components for hit in result.hits}
@@ -182,7 +191,8 @@ def test_the_local_rerank_reports_maxsim_and_blends_it_into_the_score(alice, rea
 def test_a_search_without_the_rerank_has_no_late_interaction(alice, real_embeddings):
     make_memory(alice, content="A durable atomic block cannot be nested within another atomic block.")
     result = search(
-        principal=alice.principal, project=alice.project, query="nested durable atomic", rerank=False
+        SearchRequest(principal=alice.principal, project=alice.project, query="nested durable atomic"),
+        Stages(rerank=False),
     )
     assert get_provider().late_interaction
     assert result.hits and result.hits[0].components["late_interaction"] is None
@@ -204,7 +214,7 @@ def test_a_head_memory_without_tokens_gets_the_heads_mean_gap_not_a_penalty():
 @pytest.mark.django_db
 def test_a_query_with_no_word_piece_leaves_the_scores_alone(alice, real_embeddings):
     make_memory(alice, content="Paginator.page() raises EmptyPage past the last page (?!).")
-    result = search(principal=alice.principal, project=alice.project, query="?!", use_hyde=False)
+    result = search(SearchRequest(principal=alice.principal, project=alice.project, query="?!"), NO_HYDE)
     assert result.hits
     for hit in result.hits:
         assert hit.components["late_interaction"] is None
@@ -215,7 +225,8 @@ def test_a_query_with_no_word_piece_leaves_the_scores_alone(alice, real_embeddin
 def test_a_keyword_only_search_reads_no_tokens(alice, real_embeddings):
     make_memory(alice, content="select_for_update() outside atomic() raises TransactionManagementError.")
     result = search(
-        principal=alice.principal, project=alice.project, query="select_for_update", paths=("keyword",)
+        SearchRequest(principal=alice.principal, project=alice.project, query="select_for_update"),
+        Stages(paths=("keyword",)),
     )
     assert result.hits and result.hits[0].components["cosine"] is None
     assert result.hits[0].components["late_interaction"] is None
@@ -223,15 +234,18 @@ def test_a_keyword_only_search_reads_no_tokens(alice, real_embeddings):
 
 @pytest.mark.django_db
 def test_hydes_second_pass_averages_the_maxsim_of_query_and_hypothetical(alice, real_embeddings, fake_openai):
-    from apps.memories.embeddings import query_tokens
+    from apps.memories.embedding.providers import query_tokens
 
     pager = make_memory(alice, content="The paginator raises EmptyPage for pages past the end of the list.")
     make_memory(alice, content="Cache keys are versioned per deploy.")
     question, answer = "asking for a page beyond the last one", "Paginator.page() raises EmptyPage."
     fake_openai.answer = answer
-    result = search(principal=alice.principal, project=alice.project, query=question, limit=3)
+    result = search(SearchRequest(principal=alice.principal, project=alice.project, query=question, limit=3))
     assert result.hyde["ran"]
-    stored = late.unpack(bytes(MemoryTokens.objects.get(memory=pager).data), 384)
-    expected = (late.maxsim(query_tokens(question), stored) + late.maxsim(query_tokens(answer), stored)) / 2
+    stored = late_interaction.unpack(bytes(MemoryTokens.objects.get(memory=pager).data), 384)
+    expected = (
+        late_interaction.maxsim(query_tokens(question), stored)
+        + late_interaction.maxsim(query_tokens(answer), stored)
+    ) / 2
     (hit,) = [h for h in result.hits if h.memory.id == pager.id]
     assert hit.components["late_interaction"] == pytest.approx(expected, abs=1e-5)

@@ -1,5 +1,5 @@
 """Matryoshka models (OpenAI's text-embedding-3): an HNSW index over the first 256 dimensions
-finds candidates, the full vectors order them (ARCHITECTURE §5). Embedded through the real
+finds candidates, the full vectors order them. Embedded through the real
 `openai` SDK against the fake server."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from apps.memories import vectors
-from apps.memories.embeddings import embed_query, get_provider
+from apps.memories.embedding.providers import embed_query, get_provider
 from apps.memories.models import Memory
 from apps.memories.search import Scope, dense_path
 from apps.memories.selectors import find_near_duplicate, memories_visible

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from apps.memories.packing import PackItem, citation, estimate_tokens, pack
+from apps.memories.search.packing import PackItem, citation, estimate_tokens, pack
 
 
 def _item(i: int, memory_type: str = "gotcha", content: str | None = None, files=("a.py",), score=None):

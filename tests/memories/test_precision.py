@@ -14,12 +14,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from apps.memories import fusion, precision
 from apps.memories.checks import embedding_settings
-from apps.memories.embeddings import embed_cached_with_tokens, embed_query
+from apps.memories.embedding import precision
+from apps.memories.embedding.providers import embed_query
 from apps.memories.models import MemoryTokens
-from apps.memories.search import search
-from apps.memories.services import embedding_text, memories_create_batch
+from apps.memories.search import NO_HYDE, SearchRequest, fusion, search
+from apps.memories.services import embedding_text, memories_take_in
 from tests.memories.factories import draft, make_memory
 
 TEXTS = [
@@ -105,14 +105,9 @@ def test_a_memory_is_stored_with_its_precision_vector(alice, real_embeddings):
 @pytest.mark.django_db
 def test_memories_stored_with_the_callers_vectors_get_their_precision_vectors_too(alice, real_embeddings):
     drafts = [draft(content="Signals sent inside atomic() fire before the commit.")]
-    built = [
-        embedding_text(m)
-        for m in memories_create_batch(project=alice.project, actor=alice.principal, drafts=drafts)
-    ]
-    vectors, tokens = embed_cached_with_tokens(built)  # as the observer hands them over
-    (memory,) = memories_create_batch(
-        project=alice.project, actor=alice.principal, drafts=drafts, vectors=list(vectors), tokens=tokens
-    )
+    # The observer's door embeds its drafts (for novelty) and stores them with those vectors.
+    intake = memories_take_in(project=alice.project, actor=alice.principal, drafts=drafts, novelty=0.88)
+    ((_, memory),) = intake.created
     expected = precision.LocalMPNet().embed([embedding_text(memory)])[0]
     assert float(np.abs(_stored(memory) - expected).max()) < 1e-6
 
@@ -142,7 +137,8 @@ def test_without_the_models_packages_memories_are_embedded_and_searched_as_befor
     assert MemoryTokens.objects.get(memory=memory).precision is None
     for _ in range(2):
         result = search(
-            principal=alice.principal, project=alice.project, query="asking past the end", use_hyde=False
+            SearchRequest(principal=alice.principal, project=alice.project, query="asking past the end"),
+            NO_HYDE,
         )
         (hit,) = result.hits
         c = hit.components
@@ -172,10 +168,10 @@ def test_a_query_vector_that_is_late_leaves_the_rerank_to_maxsim(alice, real_emb
     safety.start()
     try:
         result = search(
-            principal=alice.principal,
-            project=alice.project,
-            query="a page number beyond the end",
-            use_hyde=False,
+            SearchRequest(
+                principal=alice.principal, project=alice.project, query="a page number beyond the end"
+            ),
+            NO_HYDE,
         )
         timed_out = not released.is_set()
     finally:
@@ -234,7 +230,7 @@ def test_a_semantic_search_reports_the_precision_cosine_and_weighs_it(alice, rea
     )
     off_topic = make_memory(alice, content="list_display entries may follow '__' lookups since Django 5.1.")
     question = "streaming a big queryset in batches while prefetching related rows"
-    result = search(principal=alice.principal, project=alice.project, query=question, use_hyde=False)
+    result = search(SearchRequest(principal=alice.principal, project=alice.project, query=question), NO_HYDE)
     assert result.query_kind == "semantic" and result.reranker == "local"
     parts = {hit.memory.id: hit.components for hit in result.hits}
     wanted = embed_query(question, precision.LocalMPNet())
@@ -255,11 +251,13 @@ def test_a_structural_search_is_reranked_without_the_precision_model(alice, real
     )
     make_memory(alice, content="Views import the paginator to split lists.", related_files=["shop/views.py"])
     result = search(
-        principal=alice.principal,
-        project=alice.project,
-        query="what imports this module",
-        files=["pager/core.py"],
-        use_hyde=False,
+        SearchRequest(
+            principal=alice.principal,
+            project=alice.project,
+            query="what imports this module",
+            files=["pager/core.py"],
+        ),
+        NO_HYDE,
     )
     assert result.query_kind == "structural" and result.hits
     for hit in result.hits:

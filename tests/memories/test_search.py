@@ -12,13 +12,14 @@ from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.test.utils import CaptureQueriesContext
 
-from apps.memories import fusion, services
 from apps.memories import search as search_module
-from apps.memories.keyword import select_filter_terms
+from apps.memories import services
 from apps.memories.models import TENANT_MATCH, Memory, MemoryUsage
 from apps.memories.neighbours import register_neighbour_provider, unregister_neighbour_provider
-from apps.memories.search import Scope, keyword_candidates, search
+from apps.memories.search import Scope, SearchRequest, Stages, fusion, keyword_candidates, search
+from apps.memories.search.keyword import select_filter_terms
 from apps.memories.selectors import memories_visible
+from apps.memories.services import indexing
 from tests.memories.factories import draft, make_memory
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +54,7 @@ def corpus(alice):
 
 def test_code_aware_keyword_path_matches_whole_and_parts(alice, corpus):
     for query in ("verify_jwt", "verifyJwt", "auth/tokens.ts", "tokens clock skew"):
-        result = search(principal=alice.principal, project=alice.project, query=query, limit=3)
+        result = search(SearchRequest(principal=alice.principal, project=alice.project, query=query, limit=3))
         assert result.hits[0].memory.id == corpus["jwt"].id, query
         assert result.hits[0].ranks["keyword"] == 1
 
@@ -66,7 +67,11 @@ def test_confidence_decays_to_the_moment_asked_for(alice, corpus):
     assert half_life
 
     def confidence(**when):
-        result = search(principal=alice.principal, project=alice.project, query="verify_jwt", limit=1, **when)
+        result = search(
+            SearchRequest(
+                principal=alice.principal, project=alice.project, query="verify_jwt", limit=1, **when
+            )
+        )
         assert result.hits[0].memory.id == memory.id
         return result.hits[0].components["confidence"]
 
@@ -80,7 +85,9 @@ def test_a_partial_keyword_match_adds_less_than_the_paths_full_weight(alice, cor
     # "cache" and "deploy" match the noise memory; the rest of the query matches nothing, so its
     # keyword evidence is well under what a memory matching the whole query would bring
     query = "cache deploy when the moon rises over quiet harbours"
-    result = search(principal=alice.principal, project=alice.project, query=query, rerank=False)
+    result = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query=query), Stages(rerank=False)
+    )
     assert result.query_kind == "semantic"
     [noise] = [hit for hit in result.hits if hit.memory.id == corpus["noise"].id]
     assert noise.ranks["keyword"] == 1
@@ -170,7 +177,7 @@ def test_search_api_reports_ranks_components_and_timings(alice, corpus, api_clie
 def _search_with_provider(provider, alice, **kwargs):
     register_neighbour_provider(provider)
     try:
-        return search(principal=alice.principal, project=alice.project, **kwargs)
+        return search(SearchRequest(principal=alice.principal, project=alice.project, **kwargs))
     finally:
         unregister_neighbour_provider(provider)
 
@@ -284,7 +291,9 @@ def test_graph_path_takes_files_named_in_the_query_and_orders_by_closeness(alice
 def test_dispute_penalty_and_stale_flag(alice, corpus):
     services.memory_feedback(memory=corpus["jwt"], actor=alice.principal, kind="dispute")
     services.memories_files_deleted(project=alice.project, paths=["auth/tokens.ts"])
-    result = search(principal=alice.principal, project=alice.project, query="verifyJwt", limit=2)
+    result = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="verifyJwt", limit=2)
+    )
     hit = next(h for h in result.hits if h.memory.id == corpus["jwt"].id)
     assert hit.components["dispute"] == 0.8 and hit.stale
 
@@ -292,10 +301,14 @@ def test_dispute_penalty_and_stale_flag(alice, corpus):
 def test_type_and_stale_filters_apply_to_every_path(alice, corpus, api_client):
     services.memories_files_deleted(project=alice.project, paths=["auth/tokens.ts"])  # jwt goes stale
     query, files = "paginator pages verifyJwt", ["core/paginator.py"]
-    found = search(principal=alice.principal, project=alice.project, query=query, files=files, limit=8)
+    found = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query=query, files=files, limit=8)
+    )
     assert corpus["jwt"].id in {h.memory.id for h in found.hits}  # searched: flagged, not hidden
     fresh = search(
-        principal=alice.principal, project=alice.project, query=query, files=files, include_stale=False
+        SearchRequest(
+            principal=alice.principal, project=alice.project, query=query, files=files, include_stale=False
+        )
     )
     assert fresh.hits and corpus["jwt"].id not in {h.memory.id for h in fresh.hits}
     response = api_client(alice.key).post(
@@ -309,7 +322,12 @@ def test_the_local_precision_stage_credits_memories_naming_the_querys_identifier
     names = make_memory(alice, content="Row locks need an open transaction.", tags=["select_for_update"])
     parts = make_memory(alice, content="Select the rows, then update them one by one.")
     result = search(
-        principal=alice.principal, project=alice.project, query="select_for_update outside atomic", limit=5
+        SearchRequest(
+            principal=alice.principal,
+            project=alice.project,
+            query="select_for_update outside atomic",
+            limit=5,
+        )
     )
     components = {hit.memory.id: hit.components for hit in result.hits}
     named, unnamed = components[names.id], components[parts.id]
@@ -319,10 +337,14 @@ def test_the_local_precision_stage_credits_memories_naming_the_querys_identifier
 
 def test_search_respects_scope(alice, bob, corpus):
     make_memory(alice, content="alice private verifyJwt note", scope="personal")
-    as_bob = search(principal=bob.principal, project=alice.project, query="private verifyJwt note", limit=8)
+    as_bob = search(
+        SearchRequest(principal=bob.principal, project=alice.project, query="private verifyJwt note", limit=8)
+    )
     assert all(h.memory.scope != "personal" for h in as_bob.hits)
     as_alice = search(
-        principal=alice.principal, project=alice.project, query="private verifyJwt note", limit=8
+        SearchRequest(
+            principal=alice.principal, project=alice.project, query="private verifyJwt note", limit=8
+        )
     )
     assert any(h.memory.scope == "personal" for h in as_alice.hits)
 
@@ -462,7 +484,7 @@ def test_a_word_inside_a_chinese_or_japanese_sentence_is_found_by_keyword(alice,
         alice, content="キャッシュキーはデプロイごとに変わります。", related_files=["cache.py"]
     )
     for query, memory in (("缓存键", chinese), ("部署", chinese), ("デプロイ", japanese)):
-        result = search(principal=alice.principal, project=alice.project, query=query, limit=3)
+        result = search(SearchRequest(principal=alice.principal, project=alice.project, query=query, limit=3))
         assert result.rankings["keyword"][0] == str(memory.id), query
 
 
@@ -481,18 +503,20 @@ def test_reindexing_keywords_rebuilds_the_index_and_the_document_frequencies(ali
 
     def index_as_before(*memories) -> None:  # a CJK run one word, without the pairs
         ids = [m.id for m in memories]
-        services._adjust_term_stats(ids, -1)
+        indexing._adjust_term_stats(ids, -1)
         Memory.objects.filter(id__in=ids).update(
             search_vector=RawSQL(
                 "to_tsvector('english', content || ' ' || array_to_string(related_files, ' '))", []
             )
         )
-        services._adjust_term_stats(ids, +1)
+        indexing._adjust_term_stats(ids, +1)
 
     kept = frequencies()
     index_as_before(memory)
     assert "部署" not in frequencies()
-    assert not search(principal=alice.principal, project=alice.project, query="部署").rankings.get("keyword")
+    assert not search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="部署")
+    ).rankings.get("keyword")
 
     version = Memory.objects.get(pk=memory.pk).version
     assert services.memories_reindex_keywords([memory.id, other.id]) == 2
@@ -503,7 +527,7 @@ def test_reindexing_keywords_rebuilds_the_index_and_the_document_frequencies(ali
     migration = importlib.import_module("apps.memories.migrations.0009_cjk_keyword_grams")
     migration.reindex(None, SimpleNamespace(connection=connection))
     assert frequencies() == kept
-    result = search(principal=alice.principal, project=alice.project, query="部署")
+    result = search(SearchRequest(principal=alice.principal, project=alice.project, query="部署"))
     assert result.rankings["keyword"] == [str(memory.id)]
     assert Memory.objects.get(pk=memory.pk).version == version  # not a change of the memory
 
@@ -527,7 +551,9 @@ def test_context_lists_each_memory_with_the_citation_its_text_carries(alice, api
 
 
 def test_cohere_rerank_through_the_real_sdk(alice, corpus, fake_cohere):
-    result = search(principal=alice.principal, project=alice.project, query="pages past the end", limit=3)
+    result = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="pages past the end", limit=3)
+    )
     assert result.reranker == "cohere"
     request = fake_cohere.requests[0]
     assert request["path"] == "/v2/rerank" and request["auth"] == "Bearer test-cohere-key"
@@ -545,7 +571,9 @@ def test_results_are_whole_memories_with_payload_and_relations(alice, corpus):
         relations=[{"relation_type": "conflicts_with", "target_memory_id": str(corpus["jwt"].id)}],
         related_files=["auth/tokens.ts"],
     )
-    result = search(principal=alice.principal, project=alice.project, query="verifyJwt clock skew", limit=5)
+    result = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="verifyJwt clock skew", limit=5)
+    )
     by_id = {hit.memory.id: hit.memory for hit in result.hits}
     assert {dead_end.id, corpus["jwt"].id} <= set(by_id)
     found = by_id[dead_end.id]
@@ -559,7 +587,11 @@ def test_results_are_whole_memories_with_payload_and_relations(alice, corpus):
 
 def test_results_without_relations_cost_no_relations_query(alice, corpus):
     with CaptureQueriesContext(connection) as queries:
-        search(principal=alice.principal, project=alice.project, query="paginator EmptyPage", limit=5)
+        search(
+            SearchRequest(
+                principal=alice.principal, project=alice.project, query="paginator EmptyPage", limit=5
+            )
+        )
     assert not any("memories_memoryrelation" in q["sql"] and "EXISTS" not in q["sql"] for q in queries)
 
 
@@ -628,7 +660,7 @@ def test_the_dense_path_measures_every_row_of_the_scope_when_the_index_scan_come
     it reaches this project's one memory (pgvector stops an iterative scan at
     hnsw.max_scan_tuples or its memory budget): the dense path still finds it, by measuring the
     project's rows."""
-    from apps.memories.embeddings import embed_query, get_provider
+    from apps.memories.embedding.providers import embed_query, get_provider
     from apps.memories.search import dense_path
     from apps.memories.vectors import nearest, vector_literal
 

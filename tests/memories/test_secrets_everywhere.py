@@ -136,7 +136,7 @@ def test_the_decay_job_keeps_a_version_for_each_memory_it_deprecates(alice):
 
 
 def test_the_system_links_memories_across_the_organization(alice):
-    from apps.memories.drafts import RelationDraft
+    from apps.memories.validation import RelationDraft
     from apps.tenants.principal import SYSTEM
 
     target = make_memory(alice, scope="personal")

@@ -146,7 +146,7 @@ def test_batch_is_one_transaction(alice):
 def test_the_local_model_embeds_offline_on_the_configured_threads(real_embeddings, settings):
     import torch
 
-    from apps.memories.embeddings import get_provider
+    from apps.memories.embedding.providers import get_provider
 
     provider = get_provider()
     vectors = provider.embed(["verifyJwt rejects expired tokens", "the paginator raises EmptyPage"])

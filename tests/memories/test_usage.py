@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.memories import services
 from apps.memories.models import EmbeddingCache, Memory, MemoryUsage
-from apps.memories.search import search
+from apps.memories.search import SearchRequest, search
 from apps.tenants.principal import Principal
 from tests.memories.factories import make_memory
 from tests.processes import Worker, wait_until_another_session_waits_for_a_lock
@@ -241,7 +241,9 @@ def test_search_weighs_by_the_usage_clock_and_reports_the_counts(alice, api_clie
     Memory.objects.filter(id__in=[fresh.id, old.id]).update(created_at=long_ago)
     MemoryUsage.objects.create(memory=fresh, access_count=7, last_accessed_at=timezone.now())
 
-    result = search(principal=alice.principal, project=alice.project, query="verifyJwt clock skew")
+    result = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="verifyJwt clock skew")
+    )
     by_id = {hit.memory.id: hit for hit in result.hits}
     assert by_id[fresh.id].components["confidence"] == pytest.approx(fresh.confidence, rel=1e-3)
     assert by_id[old.id].components["confidence"] < 0.2 * old.confidence  # three half-lives
@@ -262,7 +264,9 @@ def test_search_keeps_pinned_and_verified_memories_whole_however_long_unused(ali
     long_ago = timezone.now() - timedelta(days=3 * unused.decay_half_life_days)
     Memory.objects.filter(id__in=[unused.id, pinned.id, verified.id]).update(created_at=long_ago)
 
-    result = search(principal=alice.principal, project=alice.project, query="verifyJwt audience claim")
+    result = search(
+        SearchRequest(principal=alice.principal, project=alice.project, query="verifyJwt audience claim")
+    )
     confidence = {hit.memory.id: hit.components["confidence"] for hit in result.hits}
     assert confidence[unused.id] < 0.2 * unused.confidence  # three half-lives
     assert confidence[pinned.id] == pytest.approx(pinned.confidence)

@@ -151,7 +151,7 @@ def test_the_review_separates_applied_new_and_confirmed_memories(alice, signed_i
 def test_the_review_condenses_with_the_trust_level(
     alice, signed_in, base, finished, level, condensed, suppressed
 ):
-    """seeds/003 §13: Confident shows only what needs review (the rest folded); Autonomous hides
+    """Confident shows only what needs review (the rest folded); Autonomous hides
     the summary unless asked."""
     from apps.governance.models import ProjectTrust
 

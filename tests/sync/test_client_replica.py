@@ -14,7 +14,7 @@ from django.core.wsgi import get_wsgi_application
 from memorysaas_client.cli import main_args
 from memorysaas_client.replica import LOCAL_PREFIX, Replica, SyncClient
 
-from apps.memories.embeddings import embed_query
+from apps.memories.embedding.providers import embed_query
 from apps.memories.models import Memory
 from apps.memories.services import memory_delete, memory_update
 from apps.sync.api import MAX_PUSH

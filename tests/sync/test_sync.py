@@ -539,7 +539,7 @@ def test_one_ref_in_two_projects_makes_two_memories(alice, api_client):
 def test_two_pushes_of_one_new_ref_at_once_create_it_once(alice, api_client):
     """A retry racing the original: the second push found no ref (the first had not committed),
     created a second memory, then failed on the ref's unique constraint with a 500."""
-    from apps.memories.drafts import MemoryDraft
+    from apps.memories.validation import MemoryDraft
     from apps.sync.services import push_apply
 
     draft = {"type": "gotcha", "content": "Pushed twice."}
@@ -562,7 +562,7 @@ def test_a_push_takes_its_new_refs_in_order_so_opposite_pushes_cannot_deadlock(a
     """Each create took its ref's lock as it was reached: pushes of [a, b] and [b, a] at once each
     held one and waited for the other (a deadlock, and a 500). Another push holds ref a; a push of
     [b, a] must wait for a before it takes b."""
-    from apps.memories.drafts import MemoryDraft
+    from apps.memories.validation import MemoryDraft
     from apps.sync.services import _ref_lock, _ref_owner, push_apply
 
     def create(ref):

@@ -1,4 +1,4 @@
-"""Export my data, delete my account, and the same for an organization (issue 6, seeds/003 §16).
+"""Export my data, delete my account, and the same for an organization (GDPR: access and erasure).
 
 Exports are built by the queued task (run inline here, as tests run django-q2 synchronously),
 downloaded by their owner until the link expires. Deletion waits out a 30-day grace period that
@@ -19,7 +19,7 @@ from django_q.models import OrmQ, Task
 from django_q.signing import SignedPackage
 
 from apps.governance.services import trust_level_set
-from apps.memories.embeddings import cache_key
+from apps.memories.embedding.providers import cache_key
 from apps.memories.models import EmbeddingCache, Memory, MemoryVersion
 from apps.memories.services import embedding_text, memory_feedback, memory_update
 from apps.tenants import gdpr, services

@@ -7,7 +7,7 @@ evals/code_memory_check.json (45 queries, 120 memories) as search and the embedd
 - the memories all in one call, with token embeddings, as the embedding task hands them over
   (torch batches them 32 at a time, ONNX Runtime runs them one at a time);
 and prints the p50/p95 of a query, the seconds for all memories, the ratios (torch / ONNX) and the
-largest difference between the two runtimes' vectors and token embeddings. Both runtimes use
+largest difference between the two runtimes' vectors and token providers. Both runtimes use
 `EMBEDDING_TORCH_THREADS` threads. Where the precision stage's second model is configured, it
 also times that model on the configured runtime: a query alone and the memories in one call.
 `--json` prints one JSON object on the last line.
@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.test import override_settings
 
-from apps.memories import embeddings, precision
+from apps.memories.embedding import precision, providers
 
 DATASET = Path(settings.BASE_DIR) / "evals" / "code_memory_check.json"
 RUNTIMES = ("torch", "onnx")
@@ -48,8 +48,8 @@ class Command(BaseCommand):
             data = json.load(handle)
         queries = [item["query"] for item in data["queries"]]
         memories = [item["content"] for item in data["memories"]]
-        provider = embeddings.LocalMiniLM()
-        if embeddings.local_encoder("onnx") is None:
+        provider = providers.LocalMiniLM()
+        if providers.local_encoder("onnx") is None:
             raise CommandError("No usable ONNX graph (see the warnings above): nothing to compare.")
 
         query_ms: dict[str, list[float]] = {runtime: [] for runtime in RUNTIMES}

@@ -39,8 +39,8 @@ from django.test.utils import override_settings
 
 from apps.bench.daphne import Server
 from apps.bench.synthetic import Corpus
-from apps.memories.drafts import MemoryDraft
 from apps.memories.services import memories_create_batch
+from apps.memories.validation import MemoryDraft
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 from apps.tenants.services import api_key_create

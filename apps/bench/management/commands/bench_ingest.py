@@ -138,7 +138,7 @@ class Command(BaseCommand):
     # ------------------------------------------------------------ finalize
 
     def _finalize(self, org: Organization, runs: int) -> dict[str, Any]:
-        from apps.memories.embeddings import embed_cached, get_provider
+        from apps.memories.embedding.providers import embed_cached, get_provider
 
         embed_cached([f"warm up {uuid.uuid4()}"], get_provider())  # load the model outside the timing
         events = [

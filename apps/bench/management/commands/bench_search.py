@@ -20,6 +20,13 @@ Then, over
   precision vector is its base sentence's too) come from the query cache, as the http search's
   does (precision_embed_p50_ms: what the precision model took for a query, uncached);
 
+- http_cold: POST /api/v1/projects/{id}/search over real HTTP to a daphne of its own (as `make run`
+  serves it: DEBUG off, both local models loaded at its start), `--cold` queries none of which it
+  has seen before, one at a time, with the API's defaults (the local rerank with the precision
+  model): both query embeddings, the whole pipeline and the JSON, as a client waits for them,
+  and http_cold_server_cpu_ms, the server process's CPU time per search (skipped when the
+  command runs inside a transaction, which another process cannot see);
+
 and filtered_recall_at_10: the filtered ANN top-10 against an exact scan under the same filter.
 Everything is timed with DEBUG off, as production runs (`manage.py` defaults to the development
 settings, whose debug cursor records every statement).
@@ -29,24 +36,29 @@ With --json the last line is one JSON object. Bench organizations are deleted un
 from __future__ import annotations
 
 import json
+import logging
+import os
 import time
 import uuid
 from typing import Any
 
+import httpx
 import numpy as np
+import psutil
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.db.models import FloatField
 from django.db.models.expressions import RawSQL
 from django.test import Client
 from django.test.utils import override_settings
 
+from apps.bench.daphne import Server
 from apps.bench.synthetic import Corpus
-from apps.memories import late, precision
-from apps.memories.embeddings import embed_query, get_provider
-from apps.memories.keyword import index_memory
-from apps.memories.search import Scope, keyword_candidates, search
+from apps.memories.embedding import precision
+from apps.memories.embedding.providers import embed_query, get_provider
+from apps.memories.search import Scope, SearchRequest, Stages, keyword_candidates, late_interaction, search
+from apps.memories.search.keyword import index_memory
 from apps.memories.selectors import memories_visible
 from apps.memories.services import rebuild_term_stats
 from apps.memories.vectors import (
@@ -60,6 +72,7 @@ from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 from apps.tenants.services import api_key_create, organization_limits_lift
 
+WARM_SECONDS = 180.0  # at most, for the server started for the cold HTTP searches to load its models
 _STAGE_COLUMNS = "id, org, project, type, content, scope, related_files, emb, lit, a, c, citation, base"
 
 
@@ -100,11 +113,16 @@ class Command(BaseCommand):
         parser.add_argument("--queries", type=int, default=200)
         parser.add_argument("--bases", type=int, default=2000)
         parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--cold", type=int, default=100, help="Queries never seen before, over HTTP (0: none)."
+        )
         parser.add_argument("--json", action="store_true", help="End with one JSON line.")
         parser.add_argument("--keep", action="store_true", help="Keep the bench organizations.")
 
     def handle(self, *args, **opts):
         self.say = self.stdout.write
+        self.server_settings = os.environ.get("DJANGO_SETTINGS_MODULE", "memorysaas.settings.local")
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # (a line per request otherwise)
         provider = get_provider()
         corpus = Corpus(opts["seed"])
         bases = corpus.bases(opts["bases"])
@@ -113,7 +131,7 @@ class Command(BaseCommand):
         base_second: list[bytes | None] = [None] * len(bases)
         if provider.late_interaction:  # a memory's tokens are its base sentence's, for the rerank
             base_vectors, token_rows = provider.embed_with_tokens([text for text, _ in bases])
-            base_tokens = [late.pack(rows) for rows in token_rows]
+            base_tokens = [late_interaction.pack(rows) for rows in token_rows]
             if precision.provider() is not None:  # and so is its precision model's vector
                 second = precision.provider().embed([text for text, _ in bases])
                 base_second = [precision.pack(vector) for vector in second]
@@ -131,6 +149,7 @@ class Command(BaseCommand):
             self._load(memories, vectors, projects, provider.model_id, rng, base_tokens, base_second)
             with override_settings(DEBUG=False, ALLOWED_HOSTS=[*settings.ALLOWED_HOSTS, "127.0.0.1"]):
                 result = self._measure(corpus, bases, projects, opts["queries"], provider, rng)
+            result.update(self._http_cold(corpus, bases, projects, opts["cold"], rng))
         finally:
             if not opts["keep"]:
                 started = time.perf_counter()
@@ -301,6 +320,7 @@ class Command(BaseCommand):
 
     def _measure(self, corpus: Corpus, bases, projects: list[Project], count: int, provider, rng) -> dict:
         queries = corpus.queries(count, bases)
+        self.queries_seen = [text for text, _ in queries]
         targets = [projects[int(i)] for i in rng.integers(0, len(projects), count)]
         started = time.perf_counter()
         embed_times, second_times = [], []
@@ -346,13 +366,8 @@ class Command(BaseCommand):
                 times["keyword"].append(ms)
                 t0 = time.perf_counter()
                 found = search(
-                    principal=SYSTEM,
-                    project=project,
-                    query=text,
-                    files=files,
-                    limit=10,
-                    rerank=False,
-                    use_hyde=False,
+                    SearchRequest(principal=SYSTEM, project=project, query=text, files=files, limit=10),
+                    Stages(rerank=False, hyde=False),
                 )
                 times["pipeline"].append((time.perf_counter() - t0) * 1000)
                 for stage, ms in found.timings_ms.items():
@@ -389,6 +404,72 @@ class Command(BaseCommand):
             "context_memories_p50": _p(injected, 50),
             "pipeline_stage_p50_ms": {stage: _p(values, 50) for stage, values in stages.items()},
             "filtered_recall_at_10": round(float(np.mean(recalls)), 4) if recalls else None,
+        }
+
+    def _http_cold(self, corpus: Corpus, bases, projects: list[Project], count: int, rng) -> dict:
+        """p50/p95 of searches for queries the server has never seen, over HTTP, one at a time."""
+        empty = {
+            "http_cold_p50_ms": None,
+            "http_cold_p95_ms": None,
+            "http_cold_requests": 0,
+            "http_cold_server_cpu_ms": None,
+        }
+        if count < 1 or connection.in_atomic_block:  # (a test's transaction: the server would see nothing)
+            return empty
+        keys = {p.organization_id: self._api_key(p.organization) for p in projects}
+        seen = set(self.queries_seen)
+
+        def fresh():
+            while True:
+                for query in corpus.queries(count, bases):
+                    if query[0] not in seen:
+                        seen.add(query[0])
+                        yield query
+
+        queries = fresh()
+        server = Server(
+            settings_module=self.server_settings, env={"RATE_LIMIT_ENABLED": "0"}, name="bench-search"
+        )
+        times: list[float] = []
+        try:
+            server.wait_until_serving()
+            with httpx.Client(base_url=server.url, timeout=30) as client:
+
+                def cold_search() -> tuple[float, dict]:
+                    text, files = next(queries)
+                    project = projects[int(rng.integers(0, len(projects)))]
+                    started = time.perf_counter()
+                    response = client.post(
+                        f"/api/v1/projects/{project.id}/search",
+                        json={"query": text, "files": files, "limit": 10},
+                        headers={"Authorization": f"Bearer {keys[project.organization_id]}"},
+                    )
+                    elapsed = (time.perf_counter() - started) * 1000
+                    if response.status_code != 200:
+                        raise CommandError(f"search answered {response.status_code}: {response.text[:300]}")
+                    return elapsed, response.json()
+
+                # The server loads both models in the background at its start, and a search
+                # meanwhile reranks without the precision model: warm until one used it.
+                started = time.monotonic()
+                while time.monotonic() - started < WARM_SECONDS:
+                    _, body = cold_search()
+                    if any(hit["components"].get("precision") is not None for hit in body["results"]):
+                        break
+                self.say(f"warmed the server in {time.monotonic() - started:.1f}s")
+                # The server's CPU time per search as well: on a machine other work shares, the
+                # wall-clock figures measure the machine's load as much as the search.
+                cpu = psutil.Process(server.process.pid)
+                spent = sum(cpu.cpu_times()[:2])
+                times = [cold_search()[0] for _ in range(count)]
+                spent = sum(cpu.cpu_times()[:2]) - spent
+        finally:
+            server.stop()
+        return {
+            "http_cold_p50_ms": _p(times, 50),
+            "http_cold_p95_ms": _p(times, 95),
+            "http_cold_requests": len(times),
+            "http_cold_server_cpu_ms": round(spent * 1000 / len(times), 1),
         }
 
     @staticmethod

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django_q.conf import Conf
 
 from apps.memories.models import Memory
+from apps.memories.selectors import memories_of_project
 from apps.observer import services
 from apps.observer.api import EventIn
 from apps.tenants.models import Organization, Project
@@ -112,7 +113,7 @@ class Command(BaseCommand):
             project = Project.objects.create(organization=org, name=trace["name"], slug="eval")
             try:
                 slowest = replay(project, trace)
-                memories = list(Memory.objects.filter(project=project).order_by("created_at"))
+                memories = list(memories_of_project(project=project).order_by("created_at"))
                 hits = []
                 for spec in trace["expected"]:
                     match = next((m for m in memories if _matches(m, spec)), None)

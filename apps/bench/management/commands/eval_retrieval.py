@@ -24,21 +24,22 @@ from django.db import transaction
 from django.test.utils import override_settings
 
 from apps.bench import evaluation
-from apps.memories.drafts import MemoryDraft
-from apps.memories.fusion import PATHS
-from apps.memories.search import search
+from apps.memories.search import ALL_STAGES, SearchRequest, Stages, search
+from apps.memories.search.fusion import PATHS
 from apps.memories.services import memories_create_batch
+from apps.memories.validation import MemoryDraft
 from apps.tenants.models import Organization, Project
 from apps.tenants.principal import SYSTEM
 
 MISS_DEPTH = 50  # how deep --misses looks for a relevant memory in the full pipeline's ranking
 
-CONFIGS: dict[str, dict[str, Any]] = {
-    "keyword": {"paths": ("keyword",), "boost": False, "weigh": False, "rerank": False},
-    "dense": {"paths": ("dense",), "boost": False, "weigh": False, "rerank": False},
-    "hybrid": {"boost": False, "weigh": False, "rerank": False},
-    "hybrid+boost": {"weigh": False, "rerank": False},
-    "full": {"use_hyde": True},
+# HyDE runs in the full pipeline only (and only with an LLM configured).
+CONFIGS: dict[str, Stages] = {
+    "keyword": Stages(paths=("keyword",), boost=False, weigh=False, rerank=False, hyde=False),
+    "dense": Stages(paths=("dense",), boost=False, weigh=False, rerank=False, hyde=False),
+    "hybrid": Stages(boost=False, weigh=False, rerank=False, hyde=False),
+    "hybrid+boost": Stages(weigh=False, rerank=False, hyde=False),
+    "full": ALL_STAGES,
 }
 
 
@@ -56,12 +57,12 @@ def _draft(memory: dict[str, Any]) -> MemoryDraft:
     return MemoryDraft(**{name: memory[name] for name in fields if name in memory})
 
 
-def _ask(project: Project, query: dict[str, Any], *, limit: int, as_of: datetime, **switches: Any):
+def _ask(project: Project, query: dict[str, Any], *, limit: int, as_of: datetime, stages: Stages):
     """One of the set's queries through the pipeline as the system sees the project, with
     confidence decayed to `as_of` (the moment the set was loaded): decayed to each query's own
     moment, a slow run's memories lost ~3e-5 of confidence more than a quick one's, enough to
     swap a near-tie (the blind set's cq14, ranks 9 and 10) and move its figures by 0.002."""
-    return search(
+    request = SearchRequest(
         principal=SYSTEM,
         project=project,
         query=query["query"],
@@ -69,8 +70,8 @@ def _ask(project: Project, query: dict[str, Any], *, limit: int, as_of: datetime
         phase=query.get("phase"),
         limit=limit,
         as_of=as_of,
-        **switches,
     )
+    return search(request, stages)
 
 
 def _index_codebase(project: Project, codebase: str, out, source: str | None = None) -> str:
@@ -188,8 +189,8 @@ class Command(BaseCommand):
             relevant = query["relevant"]
             ranked = baseline.rank(query["query"], 10)
             per_config["bm25"].append((query["kind"], evaluation.query_metrics(ranked, relevant)))
-            for name, switches in CONFIGS.items():
-                result = _ask(project, query, limit=10, as_of=loaded_at, **{"use_hyde": False, **switches})
+            for name, stages in CONFIGS.items():
+                result = _ask(project, query, limit=10, as_of=loaded_at, stages=stages)
                 if name == "full":
                     latencies.append(result.timings_ms["total"])
                     hyde_ran += bool(result.hyde["ran"])
@@ -238,7 +239,7 @@ class Command(BaseCommand):
         say(f"\nrelevant memories outside the full pipeline's top 5 (ranks up to {MISS_DEPTH})")
         found_any = False
         for query in queries:
-            result = _ask(project, query, limit=MISS_DEPTH, as_of=loaded_at, **CONFIGS["full"])
+            result = _ask(project, query, limit=MISS_DEPTH, as_of=loaded_at, stages=CONFIGS["full"])
             full = {key_of[str(hit.memory.id)]: hit.rank for hit in result.hits}
             paths = {
                 path: {key_of.get(i, i): rank for rank, i in enumerate(ids, start=1)}

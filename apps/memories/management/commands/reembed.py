@@ -17,8 +17,8 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Exists, OuterRef, Q
 
-from apps.memories import precision
-from apps.memories.embeddings import get_provider
+from apps.memories.embedding import precision
+from apps.memories.embedding.providers import get_provider
 from apps.memories.models import EmbeddingStatus, Memory, MemoryTokens
 from apps.memories.services import memories_embed
 from apps.memories.vectors import ensure_hnsw_index

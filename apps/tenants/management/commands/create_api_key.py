@@ -6,8 +6,8 @@ from apps.tenants import services
 from apps.tenants.models import Membership, Organization, Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import API_KEY_SCOPES, Role
-from apps.tenants.selectors import as_uuid
 from memorysaas.kernel.errors import ApiError
+from memorysaas.kernel.ids import as_uuid
 
 
 class Command(BaseCommand):

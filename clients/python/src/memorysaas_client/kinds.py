@@ -26,7 +26,7 @@ class MemoryKind(StrEnum):
     CONTEXT_COST = "context_cost"
 
 
-# Dex (seed 002) names map onto the V5 types.
+# Dex names map onto the 16 memory types.
 TYPE_ALIASES: dict[str, str] = {
     "architecture": MemoryKind.MODULE_INSIGHT,
     "dependency": MemoryKind.MODULE_INSIGHT,
@@ -40,7 +40,7 @@ TYPE_NAMES = (*(str(kind) for kind in MemoryKind), *TYPE_ALIASES)
 
 
 def normalize_type(name: str) -> str:
-    """The V5 type for `name` (a V5 type or a Dex alias); ValueError for anything else."""
+    """The memory type for `name` (a memory type or a Dex alias); ValueError for anything else."""
     key = name.strip().lower()
     if key in TYPE_ALIASES:
         return str(TYPE_ALIASES[key])

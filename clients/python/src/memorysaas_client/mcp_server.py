@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
 
+from memorysaas_client import tool_specs
 from memorysaas_client.config import Profile
 from memorysaas_client.errors import ApiError, Unreachable
 from memorysaas_client.kinds import normalize_type
@@ -26,39 +25,20 @@ from memorysaas_client.models import Memory
 from memorysaas_client.replica import InvalidChange, Replica
 from memorysaas_client.sdk import Client
 
-INSTRUCTIONS = """\
-memorysaas is your team's shared memory of this codebase: gotchas, decisions, error patterns,
-dead ends and workflow recipes that earlier agent sessions and people recorded, plus a code graph.
-- Before working on a task, call get_context with the task and the files in play.
-- To look something up (an error message, an identifier, "why is X done this way"), call search_memory.
-- Before changing a file, impact tells you what depends on it; dependencies what it depends on.
-- When you learn something a later session should know, call remember.
-- When a memory helped, was wrong or is out of date, call memory_feedback with its id.
+INSTRUCTIONS = (
+    tool_specs.INSTRUCTIONS
+    + """
 This server runs on your machine: when the service is unreachable, searches answer from the
 device's offline copy and new memories wait there for the next sync."""
-
-READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+)
+# What each tool does on this server when the service is away (after its shared description).
+OFFLINE_NOTES = {
+    "search_memory": "Offline, the device's copy answers.",
+    "get_context": "Offline, the device's copy answers.",
+    "recipes": "Offline, the device's copy answers.",
+    "remember": "Offline, it waits on the device for the next sync.",
+}
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
-MAX_CONTENT_CHARS = 4000
-
-ProjectArg = Annotated[
-    str | None,
-    Field(description="Project id or slug (see list_projects). Leave out to use the logged-in project."),
-]
-FilesArg = Annotated[
-    list[Annotated[str, Field(max_length=500)]],
-    Field(description="Repository-relative paths of the files in play.", max_length=100),
-]
-PhaseArg = Annotated[
-    str | None,
-    Field(max_length=40, description="Work phase: define, implement, validate, refine, explore or reflect."),
-]
-SessionArg = Annotated[str, Field(max_length=100, description="An observer session id, if any.")]
-RememberType = Literal[
-    "gotcha", "decision", "preference", "pattern", "requirement", "error_pattern", "module_insight",
-    "dead_end", "workflow_recipe", "causal_dependency", "e2e_observation", "work_state",
-]  # fmt: skip
 T = TypeVar("T")
 
 
@@ -137,12 +117,11 @@ async def _call(work: Callable[[], T]) -> T:
 
 
 def build_server(backend: Backend) -> MCPServer:
+    """The stdio server: the service's tools (tool_specs), answered through the SDK, and from the
+    replica where the service is away."""
     server = MCPServer(name="memorysaas", instructions=INSTRUCTIONS)
 
-    @server.tool(annotations=READ_ONLY)
     async def list_projects() -> dict[str, Any]:
-        """List the projects this login can work on (id, slug, name, organization)."""
-
         def work() -> dict[str, Any]:
             projects = backend.api.projects()
             return {
@@ -154,28 +133,9 @@ def build_server(backend: Backend) -> MCPServer:
 
         return await _call(_online(work))
 
-    @server.tool(annotations=READ_ONLY)
     async def search_memory(
-        query: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=2000,
-                description="What you want to know: a question, an error message, an identifier or a path.",
-            ),
-        ],
-        project: ProjectArg = None,
-        files: FilesArg = [],  # noqa: B006 (a schema default: the SDK copies it per call)
-        types: Annotated[
-            list[str],
-            Field(max_length=20, description="Only these memory types, e.g. gotcha, decision, dead_end."),
-        ] = [],  # noqa: B006
-        phase: PhaseArg = None,
-        limit: Annotated[int, Field(ge=1, le=50, description="How many memories to return.")] = 8,
+        *, query: str, project: str | None, files: list[str], types: list[str], phase: str | None, limit: int
     ) -> dict[str, Any]:
-        """Search the team's memory of this codebase (semantic, code-aware keyword and code-graph
-        search), ranked by relevance, trust and confidence. Each result has an id (for
-        memory_feedback), its type, content and a citation. Offline, the device's copy answers."""
         wanted = _types(types)
 
         def online() -> dict[str, Any]:
@@ -192,23 +152,15 @@ def build_server(backend: Backend) -> MCPServer:
 
         return await _call(_with_fallback(online, offline))
 
-    @server.tool(annotations=READ_ONLY)
     async def get_context(
-        task: Annotated[
-            str, Field(max_length=4000, description="The task you are about to do, in a sentence or two.")
-        ] = "",
-        files: FilesArg = [],  # noqa: B006
-        project: ProjectArg = None,
-        phase: PhaseArg = None,
-        session_id: SessionArg = "",
-        token_budget: Annotated[
-            int | None,
-            Field(ge=50, le=32000, description="Most tokens of context to return (default: the phase's)."),
-        ] = None,
+        *,
+        task: str,
+        files: list[str],
+        project: str | None,
+        phase: str | None,
+        session_id: str,
+        token_budget: int | None,
     ) -> dict[str, Any]:
-        """Get the briefing for a task: the most relevant memories packed into one text within a
-        token budget, each cited as [Memory #id]. Call it when you start a task or move to new
-        files, with the task and/or the files in play."""
         if not task.strip() and not any(f.strip() for f in files):
             raise ToolError("Send a task, files, or both.")
 
@@ -235,39 +187,16 @@ def build_server(backend: Backend) -> MCPServer:
 
         return await _call(_with_fallback(online, offline))
 
-    @server.tool(annotations=WRITES)
     async def remember(
-        content: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=MAX_CONTENT_CHARS,
-                description="The knowledge itself, specific and self-contained (what, where, why).",
-            ),
-        ],
-        type: Annotated[
-            RememberType,
-            Field(
-                description=(
-                    "gotcha: a trap in the code; decision: a choice and its reason; error_pattern: an error"
-                    " and its fix; dead_end: an approach that failed; workflow_recipe: steps for a"
-                    " recurring task; pattern, preference, requirement, module_insight, causal_dependency,"
-                    " e2e_observation, work_state."
-                )
-            ),
-        ],
-        related_files: FilesArg = [],  # noqa: B006
-        tags: Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=30)] = [],  # noqa: B006
-        project: ProjectArg = None,
-        payload: Annotated[
-            dict[str, Any] | None, Field(description="Structured fields for dead_end and workflow_recipe.")
-        ] = None,
-        session_id: SessionArg = "",
+        *,
+        content: str,
+        type: str,
+        related_files: list[str],
+        tags: list[str],
+        project: str | None,
+        payload: dict[str, Any] | None,
+        session_id: str,
     ) -> dict[str, Any]:
-        """Record something a later session should know about this codebase: one fact per memory,
-        naming the files it concerns, never a secret. Offline, it waits on the device for the next
-        sync."""
-
         def online() -> dict[str, Any]:
             extra = {"session_id": session_id} if session_id else {}
             memory = backend.api.memories.create(
@@ -289,26 +218,9 @@ def build_server(backend: Backend) -> MCPServer:
 
         return await _call(_with_fallback(online, offline))
 
-    @server.tool(annotations=WRITES)
     async def memory_feedback(
-        memory_id: Annotated[str, Field(min_length=1, max_length=64, description="The memory's id.")],
-        kind: Annotated[
-            Literal["confirm", "correct", "flag", "used", "helpful"],
-            Field(
-                description=(
-                    "confirm: it is right; correct: it is partly wrong (the fixed text in `content`); flag:"
-                    " it is wrong or harmful; used: you acted on it; helpful: it saved you work."
-                )
-            ),
-        ],
-        content: Annotated[
-            str | None,
-            Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="For `correct`: the fixed text."),
-        ] = None,
-        note: Annotated[str, Field(max_length=2000, description="Why, in a sentence.")] = "",
-        session_id: SessionArg = "",
+        *, memory_id: str, kind: str, content: str | None, note: str, session_id: str
     ) -> dict[str, Any]:
-        """Tell the memory whether a memory held up: confirm, correct, flag, used or helpful."""
         if not _UUID.match(memory_id.strip()):
             raise ToolError(f"{memory_id!r} is not a memory id (ids look like 3f2b…-…, a UUID).")
         if kind == "correct" and not (content and content.strip()):
@@ -322,17 +234,7 @@ def build_server(backend: Backend) -> MCPServer:
 
         return await _call(_online(work))
 
-    @server.tool(annotations=READ_ONLY)
-    async def recipes(
-        task: Annotated[
-            str,
-            Field(max_length=2000, description="The task, to find recipes for it; empty for recent ones."),
-        ] = "",
-        project: ProjectArg = None,
-        limit: Annotated[int, Field(ge=1, le=20)] = 5,
-    ) -> dict[str, Any]:
-        """Find workflow recipes: the step-by-step ways this team does recurring tasks."""
-
+    async def recipes(*, task: str, project: str | None, limit: int) -> dict[str, Any]:
         def online() -> dict[str, Any]:
             target = backend.project(project)
             if task.strip():
@@ -347,38 +249,28 @@ def build_server(backend: Backend) -> MCPServer:
 
         return await _call(_with_fallback(online, offline))
 
-    @server.tool(annotations=READ_ONLY)
-    async def impact(
-        target: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=800,
-                description="A repository-relative file path, or `path:Symbol` for a function or class.",
-            ),
-        ],
-        project: ProjectArg = None,
-        depth: Annotated[int, Field(ge=1, le=10, description="How many hops of dependents to follow.")] = 3,
-    ) -> dict[str, Any]:
-        """What may break if a file or symbol changes: its direct and transitive dependents, the
-        tests among them and the memories linked to it."""
+    async def impact(*, target: str, project: str | None, depth: int) -> dict[str, Any]:
         return await _call(
             _online(lambda: backend.api.graph.impact(backend.project(project), target, depth=depth))
         )
 
-    @server.tool(annotations=READ_ONLY)
-    async def dependencies(
-        file: Annotated[
-            str, Field(min_length=1, max_length=500, description="A repository-relative file path.")
-        ],
-        project: ProjectArg = None,
-        depth: Annotated[int, Field(ge=1, le=10, description="How many hops to follow.")] = 1,
-    ) -> dict[str, Any]:
-        """The files a file depends on (imports, calls, inheritance), up to `depth` hops."""
+    async def dependencies(*, file: str, project: str | None, depth: int) -> dict[str, Any]:
         return await _call(
             _online(lambda: backend.api.graph.dependencies(backend.project(project), file, depth=depth))
         )
 
+    handlers = {
+        "list_projects": list_projects,
+        "search_memory": search_memory,
+        "get_context": get_context,
+        "remember": remember,
+        "memory_feedback": memory_feedback,
+        "recipes": recipes,
+        "impact": impact,
+        "dependencies": dependencies,
+    }
+    for spec in tool_specs.TOOLS:
+        tool_specs.register(server, spec, handlers[spec.__name__], note=OFFLINE_NOTES.get(spec.__name__, ""))
     return server
 
 

@@ -94,7 +94,7 @@ class InvalidChange(ValueError):
 
 
 def _checked(fields: dict[str, Any]) -> dict[str, Any]:
-    """`fields` of a memory as the server will take them (the type by its V5 name), or
+    """`fields` of a memory as the server will take them (the type by its canonical name), or
     InvalidChange saying what is wrong."""
     checked = dict(fields)
     if "type" in fields:
@@ -102,7 +102,7 @@ def _checked(fields: dict[str, Any]) -> dict[str, Any]:
             checked["type"] = normalize_type(str(fields["type"]))
         except ValueError:
             raise InvalidChange(
-                f"unknown memory type {fields['type']!r}: one of the 16 V5 types (gotcha, decision, "
+                f"unknown memory type {fields['type']!r}: one of the 16 memory types (gotcha, decision, "
                 "workflow_recipe, …) or a Dex alias (pitfall, fix, convention, …)"
             ) from None
     if "content" in fields:

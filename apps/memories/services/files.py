@@ -1,0 +1,107 @@
+"""Files moving under memories: a renamed file is renamed in them, a deleted one makes them stale,
+a restored one makes them current again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.memories.models import (
+    Memory,
+    MemoryRelation,
+)
+from apps.memories.services.update import _save_change
+from apps.tenants.models import Project
+from apps.tenants.principal import Principal
+
+
+@transaction.atomic
+def memories_files_renamed(*, project: Project, renames: dict[str, str]) -> int:
+    """Memories of `project` follow renamed files: `related_files` (and file relations) take
+    the new path; each changed memory gets a new version, a new index entry and embedding.
+    Returns the number of memories changed."""
+    renames = {old: new for old, new in renames.items() if old and new and old != new}
+    if not renames:
+        return 0
+    affected = list(
+        Memory.objects.select_for_update()
+        .filter(project=project, related_files__overlap=list(renames))
+        .order_by("id")
+    )
+    system = Principal()
+    for memory in affected:
+        moved = [renames.get(path, path) for path in memory.related_files]
+        memory.related_files = list(dict.fromkeys(moved))
+        _save_change(memory, system, "files_renamed", {"related_files"})
+    # All at once, as related_files moved: one rename after another took a chain (a → b, b → c)
+    # twice and a swap (a ↔ b) both ways. A relation that lands on one its memory already has
+    # (same type, same file) goes.
+    moving = list(
+        MemoryRelation.objects.select_for_update()
+        .filter(memory__project=project, target_file_path__in=list(renames))
+        .order_by("id")
+    )
+    for relation in moving:
+        relation.target_file_path = renames[relation.target_file_path]
+    MemoryRelation.objects.bulk_update(moving, ["target_file_path"])
+    _drop_duplicate_file_relations([r.memory_id for r in moving])
+    return len(affected)
+
+
+def _drop_duplicate_file_relations(memory_ids: Iterable[UUID]) -> None:
+    """Of these memories' file relations, one per (memory, type, file): the oldest."""
+    seen: set[tuple[Any, str, str]] = set()
+    extra = []
+    for relation in MemoryRelation.objects.filter(
+        memory_id__in=set(memory_ids), target_memory__isnull=True
+    ).order_by("created_at", "id"):
+        key = (relation.memory_id, relation.relation_type, relation.target_file_path)
+        if key in seen:
+            extra.append(relation.id)
+        seen.add(key)
+    if extra:
+        MemoryRelation.objects.filter(id__in=extra).delete()
+
+
+@transaction.atomic
+def memories_files_deleted(*, project: Project, paths: Iterable[str]) -> int:
+    """Memories that name a deleted file become stale: never injected proactively, flagged when
+    searched. Returns the number of memories newly marked."""
+    paths = [p for p in paths if p]
+    if not paths:
+        return 0
+    now = timezone.now()
+    affected = list(
+        Memory.objects.select_for_update()
+        .filter(project=project, related_files__overlap=paths, stale_at__isnull=True)
+        .order_by("id")
+    )
+    system = Principal()
+    for memory in affected:
+        memory.stale_at = now
+        _save_change(memory, system, "files_deleted", {"stale_at"})
+    return len(affected)
+
+
+@transaction.atomic
+def memories_files_restored(
+    *, project: Project, exists: Callable[[str], bool], touching: Iterable[str] | None = None
+) -> int:
+    """Stale memories of `project` (optionally only those naming a path in `touching`) whose
+    related files all exist again are fresh again: a deleted file that came back (restored,
+    re-added, renamed back) had left them out of injection for good. Returns how many."""
+    stale = Memory.objects.select_for_update().filter(project=project, stale_at__isnull=False)
+    if touching is not None:
+        stale = stale.filter(related_files__overlap=list(touching))
+    system = Principal()
+    restored = 0
+    for memory in stale.order_by("id"):
+        if all(exists(path) for path in memory.related_files):
+            memory.stale_at = None
+            _save_change(memory, system, "files_restored", {"stale_at"})
+            restored += 1
+    return restored
