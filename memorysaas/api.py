@@ -26,6 +26,7 @@ from apps.tenants.auth import principal_auth
 from apps.tenants.device_api import router as device_router
 from apps.tenants.ratelimit.throttle import refusal_of, request_throttle
 from apps.tenants.team_api import router as team_router
+from apps.webhooks.api import router as webhooks_router
 from memorysaas.kernel.errors import (
     DATABASE_UNAVAILABLE,
     UNREADABLE_REQUEST,
@@ -241,4 +242,5 @@ api.add_router("", graph_router)
 api.add_router("", governance_router)
 api.add_router("", sync_router)
 api.add_router("", insights_router)
+api.add_router("", webhooks_router)
 api.add_router("", agents_router)

@@ -17,7 +17,7 @@ urlpatterns = [
     path("", include("apps.tenants.urls")),
 ]
 
-for _app in ("review", "governance"):
+for _app in ("review", "governance", "insights", "webhooks"):
     try:
         urlpatterns.insert(-1, path("", include(f"apps.{_app}.urls")))
     except ModuleNotFoundError as exc:  # the app has no dashboard pages yet

@@ -28,6 +28,7 @@ from apps.memories.models import FeedbackKind, Memory, MemoryScope
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
+from memorysaas.kernel import events as org_events
 from memorysaas.kernel.errors import Conflict, Invalid
 from memorysaas.kernel.realtime import publish
 
@@ -74,6 +75,9 @@ def _announce(dispute: Dispute, event: str, extra: dict[str, Any] | None = None)
         **(extra or {}),
     }
     transaction.on_commit(lambda: publish(dispute.project_id, event, data))
+    org_events.emit(
+        dispute.organization_id, event, {"project_id": dispute.project_id, **data}, only_known=True
+    )
 
 
 def _participants(dispute: Dispute) -> list:

@@ -48,6 +48,7 @@ from apps.graph.models import (
 from apps.graph.resolve import Resolver
 from apps.memories.search.codetokens import split_parts
 from apps.tenants.models import Project
+from memorysaas.kernel import events as org_events
 from memorysaas.kernel.locks import hold_until_commit
 from memorysaas.kernel.realtime import outside_transaction, publish
 
@@ -959,5 +960,8 @@ def job_run(job: IndexJob, runner: Callable[[Progress], IndexResult]) -> IndexJo
         finished_at=timezone.now(),
     )
     publish(job.project_id, "graph.progress", {"job": job.id, "status": "done", "progress": 100})
+    org_events.emit(
+        job.project.organization_id, "graph.index_completed", org_events.index_payload(job, result)
+    )
     job.refresh_from_db()
     return job

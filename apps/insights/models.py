@@ -228,3 +228,7 @@ class ThresholdAdjustment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.signal_class} ×{self.factor} in {self.project_id}"
+
+
+# The dashboard's history (health snapshots, latency samples) and the weekly synthesis.
+from apps.insights.history import HealthSnapshot, RetrievalSample, SynthesisOptOut, WeeklySynthesis  # noqa: E402, F401

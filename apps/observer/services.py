@@ -41,6 +41,7 @@ from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import require
+from memorysaas.kernel import events as org_events
 from memorysaas.kernel.errors import ApiError, NotFound
 from memorysaas.kernel.ids import as_uuid
 from memorysaas.kernel.realtime import publish
@@ -605,6 +606,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
                     lane="bulk",
                 )
         project_id, sid = session.project_id, str(session.id)
+        org_events.emit(session.organization_id, "session.completed", org_events.session_payload(session))
         transaction.on_commit(
             lambda: publish(
                 project_id, "session.completed", {"session_id": sid, "created": len(result.created)}

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from memorysaas_client.connect import blocks as agent_blocks
 
 from apps.insights.selectors import TOKENS_WINDOW_DAYS
+from apps.insights.views import health_page_charts
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.onboarding import onboarding_for
@@ -106,6 +107,7 @@ def health_dashboard(request, project):
             "welcome": onboarding_for(
                 principal=principal, project=project, surface=OnboardingSurface.DASHBOARD
             ),
+            **health_page_charts(project),
         },
     )
 

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "apps.governance",
     "apps.sync",
     "apps.insights",
+    "apps.webhooks",
     "apps.agents",
     "apps.bench",
 ]
@@ -259,6 +260,7 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
     ("vendor/htmx-ext-ws", BASE_DIR / "node_modules" / "htmx-ext-ws" / "dist"),
+    ("vendor/uplot", BASE_DIR / "node_modules" / "uplot" / "dist"),
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -425,3 +427,14 @@ RATE_LIMIT_TRUSTED_PROXIES = env_list(
     "RATE_LIMIT_TRUSTED_PROXIES",
     ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"],
 )
+
+# ---------------------------------------------------------------- webhooks (apps/webhooks)
+# Endpoints whose host resolves to a loopback, private or link-local address are refused (SSRF)
+# unless this is set: a receiver inside your own network, or tests on 127.0.0.1.
+WEBHOOKS_ALLOW_PRIVATE_URLS = env_bool("WEBHOOKS_ALLOW_PRIVATE_URLS", False)
+# Off: deliveries are logged as refused and nothing is sent (the test suite; a staging copy).
+WEBHOOKS_SEND = env_bool("WEBHOOKS_SEND", True)
+WEBHOOKS_TIMEOUT_SECONDS = env_int("WEBHOOKS_TIMEOUT_SECONDS", 10)
+# A failed attempt is tried again after BASE seconds, then 2 × BASE, 4 × BASE … up to MAX attempts.
+WEBHOOKS_MAX_ATTEMPTS = env_int("WEBHOOKS_MAX_ATTEMPTS", 8)
+WEBHOOKS_RETRY_BASE_SECONDS = env_int("WEBHOOKS_RETRY_BASE_SECONDS", 30)

@@ -27,3 +27,6 @@ STATIC_ROOT = None  # served from the finders; collectstatic is for production
 # The suite makes thousands of requests with one key; tests/tenants/test_rate_limits.py turns
 # the limits on where it tests them.
 RATE_LIMIT_ENABLED = False
+# Webhooks send nothing in the suite: a test that needs a delivery turns sending on for its own
+# receiver on 127.0.0.1 (tests/webhooks); generated endpoints must never reach another address.
+WEBHOOKS_SEND = False

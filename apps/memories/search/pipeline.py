@@ -71,6 +71,7 @@ from apps.memories.validation import clean_paths
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
+from memorysaas.kernel import latency
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -794,7 +795,7 @@ def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
         weights=weights,
         hits=hits,
         candidates={**{p: len(r) for p, r in rankings.items()}, "fused": len(fused)},
-        timings_ms=clock.total(),
+        timings_ms=latency.record(project.id, "search", clock.total()),
         reranker=reranker,
         rankings=ranked_ids,
         rrf_weights=rrf_weights,

@@ -41,6 +41,7 @@ from apps.memories.vectors import vector_literal
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.services import audit_record
+from memorysaas.kernel import events as org_events
 from memorysaas.kernel.errors import ApiError, Conflict, Invalid, NotFound
 
 
@@ -226,6 +227,9 @@ def _store(
     _schedule_embedding(pending)
     _announce(
         project.id, ("memory.created", memories), ("review.needed", [m for m in memories if m.needs_review])
+    )
+    org_events.emit(
+        project.organization_id, "memory.review_needed", org_events.review_payload(project.id, memories)
     )
     return memories
 

@@ -23,6 +23,7 @@ from apps.memories.services.update import _restart_clock, _save_change, _update,
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
 from apps.tenants.services import audit_record, require
+from memorysaas.kernel import events as org_events
 from memorysaas.kernel.errors import Invalid
 
 CONFIDENCE_CAP = 0.95
@@ -108,6 +109,11 @@ def memory_feedback(
     _save_change(memory, actor, f"feedback_{kind}", changed)
     if newly_needs_review:
         _announce(memory.project_id, ("review.needed", [memory]))
+        org_events.emit(
+            memory.organization_id,
+            "memory.review_needed",
+            org_events.review_payload(memory.project_id, [memory]),
+        )
     audit_record(actor=actor, action=f"memory.feedback.{kind}", target=memory)
     return memory
 
