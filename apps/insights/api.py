@@ -33,8 +33,10 @@ class InsightsQuery(QuerySchema):
 
     @model_validator(mode="after")
     def _window(self) -> InsightsQuery:
+        # A window given back to front is read the right way round: the schema cannot say that
+        # one date must precede the other, so a request it allows is answered, not refused.
         if self.date_from and self.date_to and self.date_from > self.date_to:
-            raise ValueError("'from' is after 'to'")
+            self.date_from, self.date_to = self.date_to, self.date_from
         return self
 
 
