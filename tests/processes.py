@@ -4,9 +4,12 @@ the test database."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import IO
 from urllib.parse import quote
 
 from django.db import connection, connections
@@ -16,6 +19,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def server_log() -> IO[bytes]:
+    """Where a server a test starts writes its log: a file, never a pipe. Nobody reads a pipe
+    while the server runs, so after about 64 KB of access-log lines it fills and every request
+    thread blocks in its log call."""
+    return tempfile.TemporaryFile()
+
+
+def log_tail(log: IO[bytes], size: int = 3000) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-size:]
+
+
+def popen_server(args: list[str], **kwargs) -> subprocess.Popen:
+    """A server process whose log goes to `server_log()`; `process.log` holds it (log_tail)."""
+    log = server_log()
+    process = subprocess.Popen(args, stderr=log, **kwargs)
+    process.log = log
+    return process
 
 
 def database_url() -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import free_port
+from tests.processes import free_port, log_tail, popen_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,12 +32,11 @@ def server_without_database():
         "MODELS_WARM_AT_START": "0",
         "REDIS_URL": "",
     }
-    process = subprocess.Popen(
+    process = popen_server(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "memorysaas.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -45,7 +44,7 @@ def server_without_database():
     try:
         while True:
             if process.poll() is not None:
-                raise AssertionError(f"daphne exited: {process.stderr.read().decode()[-3000:]}")
+                raise AssertionError(f"daphne exited: {log_tail(process.log, 3000)}")
             try:
                 httpx.get(f"{url}/api/v1/health", timeout=10)
                 break

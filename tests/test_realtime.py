@@ -22,7 +22,7 @@ from django.test import Client
 from memorysaas.asgi import application
 from memorysaas.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from memorysaas.kernel.realtime import next_project_seq, project_group, publish
-from tests.processes import database_url, free_port
+from tests.processes import database_url, free_port, log_tail, popen_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -177,7 +177,7 @@ def two_daphnes():
     ports, processes = [free_port(), free_port()], []
     for port in ports:
         processes.append(
-            subprocess.Popen(
+            popen_server(
                 [
                     sys.executable,
                     "-m",
@@ -191,7 +191,6 @@ def two_daphnes():
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
             )
         )
     try:
@@ -208,7 +207,7 @@ def _wait_until_serving(port: int, process: subprocess.Popen) -> None:
     """Poll until daphne answers (or has died): readiness by condition, not by sleeping."""
     for _ in range(600):
         if process.poll() is not None:
-            raise AssertionError(f"daphne on {port} exited: {process.stderr.read().decode()[-2000:]}")
+            raise AssertionError(f"daphne on {port} exited: {log_tail(process.log, 2000)}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code in (200, 503):
                 return

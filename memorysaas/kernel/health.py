@@ -3,6 +3,7 @@ and what readiness checks (/readyz: the database, and Redis when configured)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -70,6 +71,9 @@ def check_queue() -> dict[str, Any]:
     }
 
 
+CHANNEL_LAYER_TIMEOUT_S = 2.0
+
+
 def check_channel_layer() -> dict[str, Any]:
     layer = get_channel_layer()
     if layer is None:
@@ -82,7 +86,12 @@ def check_channel_layer() -> dict[str, Any]:
         message = await layer.receive(channel)
         return message.get("token") == token
 
-    if not async_to_sync(round_trip)():
+    async def bounded() -> bool:
+        # A layer that cannot reach its backend (PostgreSQL's LISTEN connection while the database
+        # is down) must make the check fail, not hold the health answer until the client gives up.
+        return await asyncio.wait_for(round_trip(), CHANNEL_LAYER_TIMEOUT_S)
+
+    if not async_to_sync(bounded)():
         raise RuntimeError("the channel layer returned a different message")
     return {"backend": type(layer).__name__}
 

@@ -24,7 +24,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from tests.processes import database_url, free_port
+from tests.processes import database_url, free_port, log_tail, popen_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -49,12 +49,11 @@ def pytest_collection_modifyitems(items):
 
 
 def start_daphne(port: int, env: dict[str, str]) -> subprocess.Popen:
-    process = subprocess.Popen(
+    process = popen_server(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "memorysaas.asgi:application"],
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
     )
     wait_until_serving(port, process)
     return process
@@ -64,7 +63,7 @@ def wait_until_serving(port: int, process: subprocess.Popen) -> None:
     """Poll until daphne answers (or has died): readiness by condition, not by sleeping."""
     for _ in range(1200):
         if process.poll() is not None:
-            raise AssertionError(f"daphne on {port} exited: {process.stderr.read().decode()[-3000:]}")
+            raise AssertionError(f"daphne on {port} exited: {log_tail(process.log, 3000)}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code in (200, 503):
                 return

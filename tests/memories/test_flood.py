@@ -29,7 +29,7 @@ from django.db import connection, transaction
 
 from apps.memories.models import Memory
 from tests.memories.factories import make_memory
-from tests.processes import database_url, free_port
+from tests.processes import database_url, free_port, log_tail, popen_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,12 +57,11 @@ def _start_daphne(port: int) -> subprocess.Popen:
         "WEB_CONCURRENT_REQUESTS": str(POOL),
         "WEB_CLIENT_CONCURRENT_REQUESTS": str(POOL),
     }
-    return subprocess.Popen(
+    return popen_server(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "memorysaas.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
     )
 
 
@@ -84,7 +83,7 @@ def server(transactional_db):
 
     def serving() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"daphne exited: {process.stderr.read().decode()[-3000:]}")
+            raise AssertionError(f"daphne exited: {log_tail(process.log, 3000)}")
         try:
             return httpx.get(f"{url}/api/v1/health", timeout=2).status_code in (200, 503)
         except httpx.HTTPError:

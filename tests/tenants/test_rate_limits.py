@@ -33,7 +33,7 @@ from apps.tenants.ratelimit.buckets import Limit
 from apps.tenants.ratelimit.stores import PostgresStore, RedisStore, current_store
 from memorysaas.api import api
 from tests.conftest import ApiClient, csrf_token_for
-from tests.processes import Worker, database_url, free_port
+from tests.processes import Worker, database_url, free_port, log_tail, popen_server
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTACKER = "203.0.113.66"  # (documentation addresses, RFC 5737)
@@ -423,12 +423,11 @@ def test_the_client_address_comes_from_trusted_proxies_only(rf, remote, forwarde
 
 
 def _daphne(port: int, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
+    return popen_server(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "memorysaas.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
     )
 
 
@@ -436,7 +435,7 @@ def _wait_until_serving(port: int, process: subprocess.Popen) -> None:
     """Poll until daphne answers (or has died): readiness by condition, not by sleeping."""
     for _ in range(600):
         if process.poll() is not None:
-            raise AssertionError(f"daphne on {port} exited: {process.stderr.read().decode()[-2000:]}")
+            raise AssertionError(f"daphne on {port} exited: {log_tail(process.log, 2000)}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code in (200, 503):
                 return
