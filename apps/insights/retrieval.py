@@ -15,6 +15,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from apps.insights.models import RetrievalDay
+from apps.tenants.models import Project
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ _UPSERT = f"""
     INSERT INTO {RetrievalDay._meta.db_table} AS r (project_id, day, boosted, changed_top)
     SELECT u.project_id, u.day, u.boosted, u.changed_top
     FROM unnest(%s::uuid[], %s::date[], %s::int[], %s::int[]) AS u(project_id, day, boosted, changed_top)
+    -- (a project deleted since it was counted is skipped here: its key is checked only at commit)
+    WHERE EXISTS (SELECT 1 FROM {Project._meta.db_table} p WHERE p.id = u.project_id)
     ON CONFLICT (project_id, day) DO UPDATE
     SET boosted = r.boosted + EXCLUDED.boosted, changed_top = r.changed_top + EXCLUDED.changed_top
 """
