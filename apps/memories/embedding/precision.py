@@ -240,7 +240,10 @@ def warm_in_background() -> threading.Thread | None:
         except Exception:  # (each failure is logged where it happens; searches go on without)
             logger.warning("warming the local models failed", exc_info=True)
 
-    thread = threading.Thread(target=warm, name="warm-models", daemon=True)
+    # Not a daemon: a process that exits while the models load waits for them, because the
+    # interpreter tearing down under ONNX Runtime's native code aborts the process instead
+    # ("terminate called without an active exception").
+    thread = threading.Thread(target=warm, name="warm-models")
     thread.start()
     return thread
 
