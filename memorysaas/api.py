@@ -19,6 +19,7 @@ from apps.governance.api import router as governance_router
 from apps.graph.api import router as graph_router
 from apps.insights.api import router as insights_router
 from apps.memories.api import router as memories_router
+from apps.memories.commits_api import router as commits_router
 from apps.observer.api import router as observer_router
 from apps.sync.api import router as sync_router
 from apps.tenants.api import router as tenants_router
@@ -237,6 +238,7 @@ api.add_router("", tenants_router)
 api.add_router("", device_router)
 api.add_router("", team_router)
 api.add_router("", memories_router)
+api.add_router("", commits_router)
 api.add_router("", observer_router)
 api.add_router("", graph_router)
 api.add_router("", governance_router)

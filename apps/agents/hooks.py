@@ -209,6 +209,16 @@ def test_command(hook: Hook) -> str:
     return command[:500] if isinstance(command, str) and TEST_RUN.search(command) else ""
 
 
+def test_report(hook: Hook, command: str) -> str:
+    """A test run's output as its validation report: its end, where runners print the failures'
+    summary (the observer mines those lines)."""
+    if hook.event == POST_TOOL_FAILURE:
+        output = hook.error or ""
+    else:
+        output = _response_text(hook.tool_name, hook.tool_response)
+    return storable(f"$ {command}\n{output[-RESULT_LIMIT:]}")
+
+
 def outcome_for(*, validated: bool | None, edited: bool) -> str:
     """The outcome of a session that Claude Code ended (SessionEnd says why it ended, never how
     the work went): its last test run's verdict, else `success` when it changed files and

@@ -341,7 +341,7 @@ def _post_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
         if verdict is not None:
             observer.validation_record(
                 session=Session(id=held.session_id), actor=target.principal, passed=verdict, work_unit="",
-                report=f"$ {command}\n{outcome['result'][:1500]}",
+                report=H.test_report(hook, command),
             )  # fmt: skip
     return {}
 

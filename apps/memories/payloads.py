@@ -6,9 +6,10 @@ one rejects unknown fields and wrong shapes, so a client cannot store a half-for
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from memorysaas.kernel.jsontypes import JsonTyped
 
@@ -73,6 +74,35 @@ class ContextCostPayload(_Payload):
     sample_count: int = Field(ge=1)
 
 
+E2E_OBSERVATION_TYPES = ("precondition", "timing", "ui_behavior", "test_sequence", "mcp_gotcha")
+
+
+class E2EObservationPayload(_Payload):
+    """What an agent saw the running application do through a browser or app-driving tool."""
+
+    observation_type: Literal[E2E_OBSERVATION_TYPES]  # type: ignore[valid-type]
+    mcp_tool_used: str = Field(min_length=1, max_length=200)
+    app_state: str = Field("", max_length=500)
+
+
+MAX_METHODOLOGY_STATE_CHARS = 20_000
+
+
+class WorkStatePayload(_Payload):
+    """Where a work unit was left, in its methodology's own terms (native: completed subtasks,
+    the one in progress, key decisions; bmad: stories done, the current story; tdd: tests green
+    and red): kept as it is and handed to the next session of the work unit."""
+
+    methodology_state: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("methodology_state")
+    @classmethod
+    def bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, ensure_ascii=False)) > MAX_METHODOLOGY_STATE_CHARS:
+            raise ValueError(f"at most {MAX_METHODOLOGY_STATE_CHARS} characters of JSON")
+        return value
+
+
 PAYLOAD_SCHEMAS: dict[str, type[_Payload]] = {
     "workflow_recipe": WorkflowRecipePayload,
     "dead_end": DeadEndPayload,
@@ -81,6 +111,8 @@ PAYLOAD_SCHEMAS: dict[str, type[_Payload]] = {
     "causal_dependency": CausalDependencyPayload,
     "work_unit_outcome": WorkUnitOutcomePayload,
     "context_cost": ContextCostPayload,
+    "e2e_observation": E2EObservationPayload,
+    "work_state": WorkStatePayload,
 }
 
 
@@ -116,4 +148,6 @@ def payload_text(memory_type: str, payload: dict[str, Any]) -> str:
     if memory_type == "dead_end":
         keys = ("approach_tried", "why_it_failed", "alternative_used")
         return " ".join(str(payload.get(k, "")) for k in keys).strip()
+    if memory_type == "e2e_observation":
+        return f"{payload.get('mcp_tool_used', '')} {payload.get('app_state', '')}".strip()
     return ""

@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import BooleanField, Prefetch, Q
+from django.db.models import BooleanField, Count, Max, Prefetch, Q
 from django.db.models.expressions import RawSQL
 
 from apps.memories.embedding.contextual import memory_embedding_text
@@ -266,3 +266,17 @@ def memories_lock(*, organization_id: UUID, ids: Iterable[UUID]) -> None:
     list(
         Memory.objects.select_for_update().filter(organization_id=organization_id, pk__in=ids).order_by("pk")
     )
+
+
+def commits_carried(*, project: Project, limit: int = 100) -> list[dict[str, Any]]:
+    """The commits that the project's live (not stale, not deprecated) memories carry, newest
+    first, with how many carry each: what a client diffs against to report changed files."""
+    rows = (
+        Memory.objects.for_project(project)
+        .filter(deprecated=False, stale_at__isnull=True)
+        .exclude(commit_sha="")
+        .values("commit_sha")
+        .annotate(memories=Count("id"), latest=Max("created_at"))
+        .order_by("-latest", "commit_sha")[:limit]
+    )
+    return [{"commit": r["commit_sha"], "memories": r["memories"], "latest": r["latest"]} for r in rows]

@@ -209,16 +209,35 @@ class IngestOut(OutputSchema):
     notes: int
 
 
+class CheckIn(InputSchema):
+    name: str = Field(min_length=1, max_length=300, description="What was checked: a test id, a lint rule.")
+    passed: bool = False
+    error: str = Field("", max_length=4000)
+    files: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=20)
+    severity: Literal["critical", "high", "medium", "low", ""] = Field(
+        "", description="Medium and low failures are not mined into memories."
+    )
+
+
 class ValidationIn(InputSchema):
     passed: bool
     work_unit: str = Field("", max_length=200)
-    report: str = Field("", max_length=20_000)
+    report: str = Field(
+        "",
+        max_length=20_000,
+        description="The runner's output: its failure lines (pytest, jest, go test, linters) are mined.",
+    )
+    checks: list[CheckIn] = Field(default_factory=list, max_length=200)
 
 
 class ValidationOut(OutputSchema):
     validations: int
     passed: bool
     promoted: list[UUID]
+    failed_checks: int = Field(
+        0,
+        description="Failures read from `checks` and the report: each becomes an error_pattern at finalize.",
+    )
 
 
 class CompleteIn(InputSchema):
@@ -358,6 +377,7 @@ def sessions_validation(request, session_id: UUID, payload: ValidationIn):
         passed=payload.passed,
         work_unit=payload.work_unit,
         report=payload.report,
+        checks=[check.model_dump() for check in payload.checks],
     )
 
 

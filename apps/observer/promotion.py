@@ -81,6 +81,7 @@ class Candidate:
     stat_key: tuple[str, str] | None = None
     existing_id: UUID | None = None
     trust: list[str] = field(default_factory=list)
+    commit_sha: str = ""
 
 
 @dataclass
@@ -571,6 +572,7 @@ def store(
             needs_review=c.needs_review,
             methodology=methodology,
             work_unit_ref=ref,
+            commit_sha=c.commit_sha,
         )
         for c in fresh
     ]

@@ -17,7 +17,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from apps.observer import text_rules
+from apps.observer import e2e, text_rules
 
 FILE_TOOLS = {"Read": "read", "Edit": "edit", "Write": "edit", "MultiEdit": "edit", "NotebookEdit": "edit"}
 EXTERNAL_TOOLS = {"WebFetch", "WebSearch"}
@@ -122,6 +122,8 @@ class Scratchpad:
         self.notes: list[dict[str, Any]] = []
         self.commits: list[dict[str, Any]] = []
         self.validations: list[dict[str, Any]] = []
+        self.e2e: list[list] = []  # [step, tool, target, is_error, result] of browser/app-driving calls
+        self.e2e_call: list | None = None  # [step, tool, target] of the one awaiting its result
         self.phases: list[str] = []
         self.early: list[str] = []  # early-trigger signal kinds, in the order they fired
         self.promoted_keys: set[str] = set()
@@ -196,6 +198,8 @@ class Scratchpad:
             self.sequence.append(key)
         path = _path_arg(args)
         access = FILE_TOOLS.get(tool)
+        if e2e.is_e2e_tool(tool):
+            self.e2e_call = [step, tool, e2e.target_of(args)]
         if path and access:
             self._file(path, access, step, now)
         elif tool == "Grep":
@@ -314,6 +318,8 @@ class Scratchpad:
         step = event.get("step") or self.step
         result = event.get("result") or ""
         call = self.pending.pop(tool, None)
+        if e2e.is_e2e_tool(tool):
+            self._e2e_result(tool, step, result, bool(event.get("is_error")))
         if event.get("is_error"):
             fp, message = text_rules.error_fingerprint(tool, result or "error")
             entry = self.errors.get(fp)
@@ -351,6 +357,12 @@ class Scratchpad:
                 names.add(target.rsplit("/", 1)[-1].rsplit(".", 1)[-1])
             if names:
                 self.last_imports = [call[2], step, sorted(names)[:100]]
+
+    def _e2e_result(self, tool: str, step: int, result: str, is_error: bool) -> None:
+        target = self.e2e_call[2] if self.e2e_call and self.e2e_call[1] == tool else ""
+        self.e2e_call = None
+        if len(self.e2e) < e2e.MAX_CALLS:
+            self.e2e.append([step, tool, target, is_error, result[:500]])
 
     def _reasoning(self, event: dict[str, Any]) -> None:
         body = event.get("text") or ""

@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from apps.memories import secrets_scan
 from apps.memories import services as memory_services
-from apps.memories.validation import clean_root, from_root
-from apps.observer import abgroups, promotion, text_rules, thresholds
+from apps.memories.validation import clean_paths, clean_root, from_root
+from apps.observer import abgroups, capture, promotion, qa_report, text_rules, thresholds
 from apps.observer.detectors import derive, parallel_conflicts
 from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
@@ -358,25 +358,62 @@ def _locked_open(session: Session) -> tuple[Session, Scratchpad]:
     return locked, _take(locked)
 
 
+def _failures(report: str, checks: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
+    """The failed checks a validation names (its structured checks, then its report's failure
+    lines), with the paths under the session's root made relative to it."""
+    given = [
+        qa_report.Failure(name=c["name"], error=c.get("error", ""), files=c.get("files", []),
+                          severity=c.get("severity", ""))
+        for c in checks if not c.get("passed")
+    ]  # fmt: skip
+    named = {f.name for f in given}
+    found = [*given, *(f for f in qa_report.failures_in_report(report) if f.name not in named)]
+    return [
+        {"name": f.name[:300], "error": f.error[:1000], "files": clean_paths(f.files, root)[:20],
+         "severity": f.severity}
+        for f in qa_report.mined(found)
+    ]  # fmt: skip
+
+
 def validation_record(
-    *, session: Session, actor: Principal, passed: bool, work_unit: str, report: str
+    *,
+    session: Session,
+    actor: Principal,
+    passed: bool,
+    work_unit: str,
+    report: str,
+    checks: list[dict[str, Any]] | None = None,
 ) -> dict:
-    """A validation result. In a build with more than 5 work units, a passed unit promotes its
-    explicit notes and self-corrections at once (partial QA)."""
-    report = secrets_scan.scan(text_rules.strip_private(report)).text[:2000]
+    """A validation result, and the failed checks it names (mined into error patterns at
+    finalize). In a build with more than 5 work units, a passed unit promotes its explicit notes
+    and self-corrections at once (partial QA)."""
+    # What the client wrote is scanned for secrets before anything is read out of it.
+    report = secrets_scan.scan(text_rules.strip_private(report)).text
+    checks = [
+        {**c, "name": text_rules.strip_private(c["name"]), "error": text_rules.strip_private(c.get("error", ""))}
+        for c in checks or []
+    ]  # fmt: skip
+    checks = secrets_scan.redact(checks, secrets_scan.plugin_findings(secrets_scan.strings(checks)), set())
     work_unit = secrets_scan.scan(work_unit).text
     with _committed():
         locked, pad = _locked_open(session)
+        failures = _failures(report, checks, locked.root)
         pad.validations.append(
-            {"passed": passed, "work_unit": work_unit[:200], "report": report, "step": pad.step}
-        )
+            {"passed": passed, "work_unit": work_unit[:200], "report": report[:2000], "step": pad.step,
+             "failures": failures}
+        )  # fmt: skip
         promoted: list[str] = []
         units = {v["work_unit"] for v in pad.validations if v["work_unit"]}
         if passed and locked.session_type == "build" and len(units) > INCREMENTAL_UNITS:
             result = _promote_incremental(locked, pad, actor)
             promoted = [str(i) for i in result.created]
         _save_checkpoint(locked, pad)
-    return {"validations": len(pad.validations), "passed": passed, "promoted": promoted}
+    return {
+        "validations": len(pad.validations),
+        "passed": passed,
+        "promoted": promoted,
+        "failed_checks": len(failures),
+    }
 
 
 def _save_checkpoint(session: Session, pad: Scratchpad) -> None:
@@ -567,6 +604,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
                 candidates += promotion.prefetch_candidates(
                     project_id=session.project_id, modules=worked, minimum=minimum
                 )
+            candidates += capture.commit_candidates(pad, session.task)
             if gate.outcomes:
                 candidates += promotion.dead_end_candidates(pad, session.task)
                 outcome = promotion.outcome_candidate(session, pad)
@@ -574,6 +612,10 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
                     candidates.append(outcome)
         elif gate.outcomes:
             candidates += promotion.dead_end_candidates(pad, session.task)  # genuine dead ends survive
+        # a failed check, and what the app did when driven, teach whatever the outcome
+        candidates += capture.qa_candidates(pad) + capture.e2e_candidates(pad)
+        for c in candidates:
+            c.commit_sha = c.commit_sha or capture.commit_for(c.files, pad.commits)
         _trust_and_store(session, pad, actor, candidates, gate, result)
         session.status = SessionStatus.COMPLETED
         session.finalized_at = timezone.now()

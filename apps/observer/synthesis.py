@@ -138,6 +138,14 @@ def template(kind: str, data: dict[str, Any], *, sessions: int, files: list[str]
     if kind == "work_unit_outcome":
         edited = f" Edited {_files(files)}." if files else ""
         return f"{d['label'] or 'Work unit'}: {d['outcome']} in {d['steps']} steps.{edited}"
+    if kind == "qa_failure":
+        error = f": {d['error']}" if d.get("error") else ""
+        fixed = f" Fixed by changing {_files(d['fixed_by'])}." if d.get("fixed_by") else ""
+        named = "" if d.get("fixed_by") or not d.get("files") else f" (in {_files(d['files'])})"
+        return f"QA check `{d['name']}` failed{error}{named}.{fixed}"
+    if kind == "commit":
+        task = f' for "{d["task"]}"' if d.get("task") else ""
+        return f"Commit `{d['sha'][:12]}`{task} changed {_files(files, 8)} together."
     raise ValueError(f"no template for {kind}")
 
 

@@ -38,3 +38,21 @@ def _search(world):
 @api_request("POST", "/api/v1/projects/{project_id}/context")
 def _context(world):
     return {"body": {"task": "retry", "phase": "implement"}}
+
+
+@world_builder
+def commits(world) -> None:
+    from tests.memories.factories import make_memory
+
+    world.objects["commit_a"] = "3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f"
+    make_memory(world.alice, content="Learned at Acme's commit.", related_files=["a.py"], commit_sha=world.commit_a)
+
+
+@api_param("commit")
+def _commit(world):
+    return world.commit_a
+
+
+@api_request("POST", "/api/v1/projects/{project_id}/commits/{commit}/changed-files")
+def _changed_files(world):
+    return {"body": {"files": ["a.py"]}}

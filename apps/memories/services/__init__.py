@@ -23,6 +23,7 @@ from apps.memories.services.feedback import (
     memory_reinforce,
 )
 from apps.memories.services.files import (
+    memories_changed_since_commit,
     memories_files_deleted,
     memories_files_renamed,
     memories_files_restored,
@@ -61,6 +62,7 @@ __all__ = [
     "UPDATABLE",
     "embedding_text",
     "keyword_reindex_ids",
+    "memories_changed_since_commit",
     "memories_create_batch",
     "memories_decay_and_prune",
     "memories_embed",

@@ -105,3 +105,47 @@ def memories_files_restored(
             _save_change(memory, system, "files_restored", {"stale_at"})
             restored += 1
     return restored
+
+
+# A memory whose every file changed since its commit keeps half its confidence; one file of
+# four changed, seven eighths: the more of what it describes moved, the less it is trusted.
+CHANGED_CONFIDENCE_CUT = 0.5
+
+
+def _same_commit(stored: str, reported: str) -> bool:
+    """Either may be abbreviated (an agent's commit event, a client's `git rev-parse --short`)."""
+    return bool(stored) and (stored.startswith(reported) or reported.startswith(stored))
+
+
+@transaction.atomic
+def memories_changed_since_commit(*, project: Project, commit: str, files: Iterable[str]) -> list[Memory]:
+    """Memories of `project` that carry `commit` and name a file changed since it (what
+    `git diff --name-only <commit>..HEAD` printed on the client) become stale, and lose
+    confidence in proportion to the share of their files that changed. A memory already stale is
+    left as it is, so reporting the same diff twice changes nothing. Returns the memories marked."""
+    changed = set(files)
+    if not changed:
+        return []
+    now = timezone.now()
+    affected = [
+        memory
+        for memory in Memory.objects.select_for_update()
+        .filter(
+            project=project,
+            commit_sha__startswith=commit[:7],
+            related_files__overlap=list(changed),
+            stale_at__isnull=True,
+        )
+        .order_by("id")
+        if _same_commit(memory.commit_sha, commit)
+    ]
+    system = Principal()
+    for memory in affected:
+        share = len(changed.intersection(memory.related_files)) / len(memory.related_files)
+        memory.stale_at = now
+        fields = {"stale_at"}
+        if not memory.pinned:  # (a pinned memory's confidence is a person's decision)
+            memory.confidence = round(memory.confidence * (1 - CHANGED_CONFIDENCE_CUT * share), 4)
+            fields.add("confidence")
+        _save_change(memory, system, "files_changed_since_commit", fields)
+    return affected

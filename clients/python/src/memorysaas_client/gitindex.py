@@ -55,6 +55,11 @@ def knows_commit(root: Path, commit: str) -> bool:
     return True
 
 
+def files_changed_since(root: Path, commit: str) -> list[str]:
+    """What `git diff --name-only <commit>..HEAD` prints: the committed changes since `commit`."""
+    return [f for f in _git(root, "diff", "--name-only", "-z", f"{commit}..HEAD").split("\0") if f]
+
+
 @dataclass
 class Changes:
     changed: list[str] = field(default_factory=list)  # added or modified: their content is sent

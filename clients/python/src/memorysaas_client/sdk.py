@@ -101,6 +101,25 @@ class Memories:
         return Memory.model_validate(answer)
 
 
+class Commits:
+    """Staleness from git: the commits memories were learned at, and the files changed since."""
+
+    def __init__(self, http: Http) -> None:
+        self.http = http
+
+    def list(self, project_id: Id) -> list[dict[str, Any]]:
+        return self.http.request("GET", f"projects/{project_id}/commits", idempotent=True)["items"]
+
+    def changed_files(self, project_id: Id, commit: str, files: Sequence[str]) -> dict[str, Any]:
+        """Report `git diff --name-only <commit>..HEAD`: the memories it makes stale."""
+        return self.http.request(
+            "POST",
+            f"projects/{project_id}/commits/{commit}/changed-files",
+            json={"files": list(files)},
+            idempotent=True,  # (a report sent twice changes nothing more)
+        )
+
+
 class Sessions:
     """Observer sessions: open one, send what the agent does in numbered batches, complete it."""
 
@@ -124,8 +143,18 @@ class Sessions:
         )
         return EventsAccepted.model_validate(answer)
 
-    def validation(self, session_id: Id, *, passed: bool, report: str = "", work_unit: str = "") -> Any:
-        body = {"passed": passed, "report": report, "work_unit": work_unit}
+    def validation(
+        self,
+        session_id: Id,
+        *,
+        passed: bool,
+        report: str = "",
+        work_unit: str = "",
+        checks: Sequence[dict[str, Any]] = (),
+    ) -> Any:
+        """`report`: the runner's output (its failure lines are mined); `checks`: failures as
+        `{"name", "passed", "error", "files", "severity"}`. Each failure becomes an error pattern."""
+        body = {"passed": passed, "report": report, "work_unit": work_unit, "checks": list(checks)}
         return self.http.request("POST", f"sessions/{session_id}/validation", json=body, idempotent=False)
 
     def complete(self, session_id: Id, *, outcome: str, steps: int | None = None) -> Session:
@@ -259,6 +288,7 @@ class Client:
         self.http = Http(url, api_key, timeouts=timeouts, retry=retry, transport=transport)
         self.memories = Memories(self.http)
         self.sessions = Sessions(self.http)
+        self.commits = Commits(self.http)
         self.graph = Graph(self.http)
         self.sync = Sync(self.http)
         self.device = DeviceLogin(self.http)

@@ -8,6 +8,7 @@
     memorysaas conflicts                  # offline edits waiting for a person
     memorysaas resolve 3f2a1b4c --keep mine   # or --keep theirs, or --content "…" for a merge
     memorysaas index [--full]             # the repository's changed files to the code graph
+    memorysaas stale-check                # memories about files changed since their commit go stale
     memorysaas export --format markdown -o memories.md
     memorysaas connect claude-code        # or codex, cursor: hooks and MCP entries, merged in
     memorysaas mcp                        # a stdio MCP server, for agents that start one
@@ -21,7 +22,7 @@ from __future__ import annotations
 import click
 
 # Each module registers its commands on the group.
-from memorysaas_client.cli import account, agents, conflicts, indexing, memories, syncing  # noqa: F401
+from memorysaas_client.cli import account, agents, conflicts, indexing, memories, staleness, syncing  # noqa: F401
 from memorysaas_client.cli.group import main
 
 

@@ -1,0 +1,83 @@
+"""Staleness by git history: the commits memories carry, and the files a client reports changed
+since one of them (`git diff --name-only <commit>..HEAD`, run where the repository is)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from ninja import Field, Router
+from pydantic import field_validator
+
+from apps.memories import selectors, services
+from apps.tenants.roles import Perm
+from apps.tenants.selectors import project_get
+from memorysaas.kernel.errors import Invalid, NotFound
+from memorysaas.kernel.schemas import InputSchema, OutputSchema
+
+router = Router(tags=["memories"])
+
+# As git prints one: 7 to 40 hex digits, 64 in a SHA-256 repository.
+_SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
+MAX_CHANGED_FILES = 5000
+
+
+class CommitOut(OutputSchema):
+    commit: str
+    memories: int
+    latest: datetime
+
+
+class CommitPage(OutputSchema):
+    items: list[CommitOut]
+
+
+class ChangedFilesIn(InputSchema):
+    files: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
+        max_length=MAX_CHANGED_FILES,
+        description="Repository-relative paths, as `git diff --name-only <commit>..HEAD` prints them.",
+    )
+
+    @field_validator("files")
+    @classmethod
+    def repository_paths(cls, files: list[str]) -> list[str]:
+        outside = [f for f in files if f.startswith(("/", "~")) or ".." in f.replace("\\", "/").split("/")]
+        if outside:
+            raise ValueError(f"not repository-relative paths: {', '.join(outside[:5])}")
+        return list(dict.fromkeys(f.removeprefix("./") for f in files))
+
+
+class ChangedFilesOut(OutputSchema):
+    commit: str
+    files: int
+    stale: list[UUID] = Field(
+        description="Memories newly marked stale: they carry the commit and name a changed file."
+    )
+
+
+@router.get("/projects/{project_id}/commits", response=CommitPage)
+def commits_list(request, project_id: UUID):
+    """The commits the project's live memories were learned at (newest first, at most 100): diff
+    each against HEAD and report the changed files."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
+    return {"items": selectors.commits_carried(project=project)}
+
+
+@router.post("/projects/{project_id}/commits/{commit}/changed-files", response=ChangedFilesOut)
+def commits_changed_files(request, project_id: UUID, commit: str, payload: ChangedFilesIn):
+    """Files changed since `commit`: the memories that carry it and name one of them become stale
+    (never injected; flagged in search) and lose confidence in proportion to how many of their
+    files changed. Reporting the same diff again changes nothing. 404 when no memory of the
+    project carries the commit."""
+    project = project_get(principal=request.auth, project_id=project_id, permission=Perm.OBSERVER_WRITE)
+    if not _SHA.match(commit):
+        raise Invalid(
+            "A commit is 7 to 64 hex digits.", code="invalid_commit", details={"commit": commit[:80]}
+        )
+    commit = commit.lower()
+    if not selectors.memories_of_project(project=project).filter(commit_sha__startswith=commit[:7]).exists():
+        raise NotFound("No memory of this project carries that commit.", code="unknown_commit")
+    marked = services.memories_changed_since_commit(project=project, commit=commit, files=payload.files)
+    return {"commit": commit, "files": len(payload.files), "stale": [m.id for m in marked]}
