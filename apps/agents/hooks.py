@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,6 +208,21 @@ def test_command(hook: Hook) -> str:
         return ""
     command = hook.tool_input.get("command")
     return command[:500] if isinstance(command, str) and TEST_RUN.search(command) else ""
+
+
+_GIT_COMMIT = re.compile(r"\bgit\b[^|;&]*\bcommit\b")
+# What `git commit` prints first: `[main 3f2a9c1] message`, `[main (root-commit) 3f2a9c1] …`.
+_COMMITTED = re.compile(r"^\[[^\]\s]+(?: \([^)]*\))? ([0-9a-f]{7,64})\]", re.MULTILINE)
+
+
+def commit_event(hook: Hook, result: str) -> dict[str, Any] | None:
+    """A `git commit` the agent ran through Bash, as the observer's commit event (its files are
+    not in git's output: the session's promoted memories all take it as the closing commit)."""
+    command = hook.tool_input.get("command") if hook.tool_name == "Bash" else None
+    if not isinstance(command, str) or not _GIT_COMMIT.search(command):
+        return None
+    found = _COMMITTED.search(result)
+    return {"type": "commit", "sha": found.group(1), "files": []} if found else None
 
 
 def test_report(hook: Hook, command: str) -> str:

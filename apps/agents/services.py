@@ -330,6 +330,9 @@ def _post_tool(target: Target, hook: H.Hook) -> dict[str, Any]:
             fresh.append((call, step, H.tool_call_event(hook)))
         outcome = H.tool_result_event(hook)
         fresh.append((result, step, outcome))
+        committed = None if outcome["is_error"] else H.commit_event(hook, outcome["result"])
+        if committed is not None:
+            fresh.append(("commit" + result.removeprefix("result"), step, committed))  # (as long as its key)
         command = H.test_command(hook)
         verdict = None if hook.is_interrupt or not command else not outcome["is_error"]
         # The latest test run decides, however late an earlier one's result arrives.

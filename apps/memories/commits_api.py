@@ -12,9 +12,11 @@ from ninja import Field, Router
 from pydantic import field_validator
 
 from apps.memories import selectors, services
+from apps.memories.validation import clean_paths
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
 from memorysaas.kernel.errors import Invalid, NotFound
+from memorysaas.kernel.openapi import SPACE_CHARS
 from memorysaas.kernel.schemas import InputSchema, OutputSchema
 
 router = Router(tags=["memories"])
@@ -34,19 +36,31 @@ class CommitPage(OutputSchema):
     items: list[CommitOut]
 
 
+_SPACE = f"[{SPACE_CHARS}]"
+# A path inside the repository, as the schema states it too: not blank, not absolute (`/`, `~`,
+# a backslash), no `..` part (either slash separates). Whitespace around it is stripped first.
+REPOSITORY_PATH = (
+    rf"^{_SPACE}*(?![/~\\])(?!(?:[^\u0000]*[/\\])?\.\.(?:[/\\]|{_SPACE}*$))"
+    rf"[^\u0000]*[^\u0000{SPACE_CHARS}][^\u0000]*$"
+)
+_REPOSITORY_PATH = re.compile(REPOSITORY_PATH)
+
+
 class ChangedFilesIn(InputSchema):
-    files: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
-        max_length=MAX_CHANGED_FILES,
-        description="Repository-relative paths, as `git diff --name-only <commit>..HEAD` prints them.",
+    files: list[Annotated[str, Field(max_length=500, json_schema_extra={"pattern": REPOSITORY_PATH})]] = (
+        Field(
+            max_length=MAX_CHANGED_FILES,
+            description="Repository-relative paths, as `git diff --name-only <commit>..HEAD` prints them.",
+        )
     )
 
     @field_validator("files")
     @classmethod
     def repository_paths(cls, files: list[str]) -> list[str]:
-        outside = [f for f in files if f.startswith(("/", "~")) or ".." in f.replace("\\", "/").split("/")]
+        outside = [f for f in files if not _REPOSITORY_PATH.match(f)]
         if outside:
-            raise ValueError(f"not repository-relative paths: {', '.join(outside[:5])}")
-        return list(dict.fromkeys(f.removeprefix("./") for f in files))
+            raise ValueError(f"not repository-relative paths: {', '.join(repr(f) for f in outside[:5])}")
+        return clean_paths(files)
 
 
 class ChangedFilesOut(OutputSchema):

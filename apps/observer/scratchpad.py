@@ -4,8 +4,9 @@
 edit set, grep and glob bookkeeping, error fingerprints with how they were resolved, the recent
 tool ring, intra-session co-access within a 5-file window (with direction), config touches,
 self-corrections, dead-end language, external references (the taint point), import chasing,
-test ordering, backtracks, dwell-time anomalies, tokens and explicit notes. Every collection is
-capped, so a runaway session cannot grow it without bound. No LLM, no embedding, no database.
+test ordering, backtracks, dwell-time anomalies, tokens, explicit notes, commits and the calls of
+browser and app-driving tools (e2e.py). Every collection is capped, so a runaway session cannot
+grow it without bound. No LLM, no embedding, no database.
 
 The state is plain JSON (`to_dict` / `from_dict`) so it is checkpointed in the session row and
 rebuilt after a restart by replaying the events logged since the checkpoint.

@@ -67,3 +67,24 @@ def test_a_failing_test_run_and_a_browser_session_are_captured_at_session_end(
         "mcp_tool_used": "mcp__playwright__browser_click",
         "app_state": "http://localhost:8000/cart",
     }
+
+
+def test_a_git_commit_run_through_bash_tags_what_the_session_promotes(alice, api_client, memory_group):
+    client = api_client(alice.key)
+    sid = "cc-commit"
+    note = "MEMORY:gotcha:Order confirmations are sent from shop/orders/signals.py, not the view."
+    for payload in [
+        hook(sid, "SessionStart", source="startup"),
+        hook(sid, "PostToolUse", 1, tool_name="Edit",
+             tool_input={"file_path": f"{CWD}/shop/orders/signals.py", "old_string": "a", "new_string": "b"},
+             tool_response={"filePath": f"{CWD}/shop/orders/signals.py"}),
+        hook(sid, "PostToolUse", 2, tool_name="Bash", tool_input={"command": "pytest shop/orders"},
+             tool_response={"stdout": "3 passed in 0.4s", "stderr": ""}),
+        hook(sid, "PostToolUse", 3, tool_name="Bash", tool_input={"command": "git add -A && git commit -m 'Fix'"},
+             tool_response={"stdout": "[main 3f2a9c1] Fix\n 1 file changed, 1 insertion(+)", "stderr": ""}),
+        hook(sid, "Stop", last_assistant_message=note),
+        hook(sid, "SessionEnd", reason="prompt_input_exit"),
+    ]:  # fmt: skip
+        assert client.post(f"hooks/claude-code?project={alice.project.id}", payload).status_code == 200
+    (memory,) = Memory.objects.filter(type="gotcha")
+    assert memory.commit_sha == "3f2a9c1"

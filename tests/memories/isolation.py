@@ -45,7 +45,9 @@ def commits(world) -> None:
     from tests.memories.factories import make_memory
 
     world.objects["commit_a"] = "3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f"
-    make_memory(world.alice, content="Learned at Acme's commit.", related_files=["a.py"], commit_sha=world.commit_a)
+    make_memory(
+        world.alice, content="Learned at Acme's commit.", related_files=["a.py"], commit_sha=world.commit_a
+    )
 
 
 @api_param("commit")

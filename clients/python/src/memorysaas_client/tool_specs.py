@@ -127,7 +127,10 @@ def remember(
                 " likes things done; pattern: a convention to follow; requirement: a hard constraint;"
                 " error_pattern: an error and its fix; module_insight: how a module works; dead_end: an"
                 " approach that failed (payload: approach_tried, why_it_failed); workflow_recipe: steps"
-                " for a recurring task (payload: task_pattern, steps[{order, description}])."
+                " for a recurring task (payload: task_pattern, steps[{order, description}]); e2e_observation:"
+                " what the running app did (payload: observation_type precondition|timing|ui_behavior|"
+                "test_sequence|mcp_gotcha, mcp_tool_used); work_state: where the work was left (payload:"
+                " methodology_state {...})."
             )
         ),
     ],
