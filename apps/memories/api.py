@@ -100,6 +100,9 @@ class MemoryOut(OutputSchema):
     deprecated: bool
     deprecated_at: datetime | None
     stale_at: datetime | None
+    stale_reason: str = Field(
+        "", description="file_deleted, or changed_since_commit (git diff since its commit)."
+    )
     disputed: bool
     secrets_redacted: bool
     secret_kinds: list[str]

@@ -5,24 +5,24 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
-from ninja import Field, Router
+from ninja import Field, Path, Router
 from pydantic import field_validator
 
 from apps.memories import selectors, services
 from apps.memories.validation import clean_paths
 from apps.tenants.roles import Perm
 from apps.tenants.selectors import project_get
-from memorysaas.kernel.errors import Invalid, NotFound
+from memorysaas.kernel.errors import NotFound
 from memorysaas.kernel.openapi import SPACE_CHARS
 from memorysaas.kernel.schemas import InputSchema, OutputSchema
 
 router = Router(tags=["memories"])
 
 # As git prints one: 7 to 40 hex digits, 64 in a SHA-256 repository.
-_SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
+COMMIT_SHA = r"^[0-9a-fA-F]{7,64}$"
 MAX_CHANGED_FILES = 5000
 
 
@@ -46,13 +46,23 @@ REPOSITORY_PATH = (
 _REPOSITORY_PATH = re.compile(REPOSITORY_PATH)
 
 
+MAX_PATH = 500
+_PATH_SCHEMA = {"pattern": REPOSITORY_PATH, "maxLength": MAX_PATH}
+
+
 class ChangedFilesIn(InputSchema):
-    files: list[Annotated[str, Field(max_length=500, json_schema_extra={"pattern": REPOSITORY_PATH})]] = (
-        Field(
-            max_length=MAX_CHANGED_FILES,
-            description="Repository-relative paths, as `git diff --name-only <commit>..HEAD` prints them.",
-        )
+    files: list[Annotated[str, Field(json_schema_extra=_PATH_SCHEMA)]] = Field(
+        max_length=MAX_CHANGED_FILES,
+        description="Repository-relative paths, as `git diff --name-only <commit>..HEAD` prints them.",
     )
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def bounded(cls, files: Any) -> Any:
+        """Each path's length as sent, whitespace included (as the schema counts it)."""
+        if isinstance(files, list) and any(isinstance(f, str) and len(f) > MAX_PATH for f in files):
+            raise ValueError(f"each path is at most {MAX_PATH} characters")
+        return files
 
     @field_validator("files")
     @classmethod
@@ -80,16 +90,19 @@ def commits_list(request, project_id: UUID):
 
 
 @router.post("/projects/{project_id}/commits/{commit}/changed-files", response=ChangedFilesOut)
-def commits_changed_files(request, project_id: UUID, commit: str, payload: ChangedFilesIn):
+def commits_changed_files(
+    request,
+    project_id: UUID,
+    payload: ChangedFilesIn,
+    commit: str = Path(
+        ..., pattern=COMMIT_SHA, description="The commit, as git prints it (7 to 64 hex digits)."
+    ),
+):
     """Files changed since `commit`: the memories that carry it and name one of them become stale
     (never injected; flagged in search) and lose confidence in proportion to how many of their
     files changed. Reporting the same diff again changes nothing. 404 when no memory of the
     project carries the commit."""
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.OBSERVER_WRITE)
-    if not _SHA.match(commit):
-        raise Invalid(
-            "A commit is 7 to 64 hex digits.", code="invalid_commit", details={"commit": commit[:80]}
-        )
     commit = commit.lower()
     if not selectors.memories_of_project(project=project).filter(commit_sha__startswith=commit[:7]).exists():
         raise NotFound("No memory of this project carries that commit.", code="unknown_commit")

@@ -62,6 +62,12 @@ class MemoryScope(models.TextChoices):
     ORG = "org", "Organization"
 
 
+class StaleReason(models.TextChoices):
+    NONE = "", "Not stale"
+    FILE_DELETED = "file_deleted", "A related file was deleted"
+    CHANGED_SINCE_COMMIT = "changed_since_commit", "Related files changed since its commit"
+
+
 class EmbeddingStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     READY = "ready", "Ready"
@@ -163,6 +169,9 @@ class Memory(models.Model):
     deprecated = models.BooleanField(default=False)
     deprecated_at = models.DateTimeField(null=True, blank=True)
     stale_at = models.DateTimeField(null=True, blank=True)
+    # Why: a file coming back makes a memory stale for its deletion fresh again, not one whose
+    # files changed since it was learned.
+    stale_reason = models.CharField(max_length=24, choices=StaleReason.choices, blank=True, default="")
     disputed = models.BooleanField(default=False)
 
     chunk_type = models.CharField(max_length=12, choices=ChunkType.choices, blank=True)

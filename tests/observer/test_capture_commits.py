@@ -108,7 +108,7 @@ def test_a_stale_memory_is_no_longer_injected(agent):
 def test_a_malformed_commit_is_refused(agent, commit):
     committed_session(agent)
     body = report(agent, commit, ["orders/models.py"], expect=422)
-    assert body["error"]["code"] == "invalid_commit"
+    assert "commit" in str(body["error"]["details"]) and by_type("gotcha").stale_at is None
 
 
 def test_a_commit_no_memory_carries_is_not_found(agent):
@@ -139,3 +139,17 @@ def test_a_read_only_key_cannot_report_and_an_outsider_sees_no_commit(agent, ali
     assert outsider.get(url).status_code == 404
     assert outsider.post(f"{url}/{FIRST}/changed-files", {"files": ["orders/models.py"]}).status_code == 404
     assert by_type("gotcha").stale_at is None
+
+
+def test_a_memory_stale_since_its_commit_stays_stale_when_the_graph_sees_its_file(agent):
+    committed_session(agent)
+    report(agent, FIRST, ["orders/models.py"])
+    gotcha = by_type("gotcha")
+    assert gotcha.stale_reason == "changed_since_commit"
+    # the changed file indexed: it exists, which says nothing about what changed in it
+    body = {"files": [{"path": "orders/models.py", "content": "class Order:\n    pass\n"}]}
+    assert agent.client.post(f"projects/{agent.project_id}/graph/index", body).status_code == 202
+    gotcha.refresh_from_db()
+    assert gotcha.stale_at is not None
+    shown = agent.client.get(f"memories/{gotcha.id}").json()
+    assert shown["stale_reason"] == "changed_since_commit" and shown["stale_at"] is not None

@@ -13,6 +13,7 @@ from django.utils import timezone
 from apps.memories.models import (
     Memory,
     MemoryRelation,
+    StaleReason,
 )
 from apps.memories.services.update import _save_change
 from apps.tenants.models import Project
@@ -82,8 +83,8 @@ def memories_files_deleted(*, project: Project, paths: Iterable[str]) -> int:
     )
     system = Principal()
     for memory in affected:
-        memory.stale_at = now
-        _save_change(memory, system, "files_deleted", {"stale_at"})
+        memory.stale_at, memory.stale_reason = now, StaleReason.FILE_DELETED
+        _save_change(memory, system, "files_deleted", {"stale_at", "stale_reason"})
     return len(affected)
 
 
@@ -91,18 +92,24 @@ def memories_files_deleted(*, project: Project, paths: Iterable[str]) -> int:
 def memories_files_restored(
     *, project: Project, exists: Callable[[str], bool], touching: Iterable[str] | None = None
 ) -> int:
-    """Stale memories of `project` (optionally only those naming a path in `touching`) whose
-    related files all exist again are fresh again: a deleted file that came back (restored,
-    re-added, renamed back) had left them out of injection for good. Returns how many."""
-    stale = Memory.objects.select_for_update().filter(project=project, stale_at__isnull=False)
+    """Memories of `project` stale for a deleted file (optionally only those naming a path in
+    `touching`) whose related files all exist again are fresh again: a deleted file that came
+    back (restored, re-added, renamed back) had left them out of injection for good. Memories
+    stale because their files changed since their commit stay stale: the file being there says
+    nothing about them. Returns how many."""
+    stale = (
+        Memory.objects.select_for_update()
+        .filter(project=project, stale_at__isnull=False)
+        .exclude(stale_reason=StaleReason.CHANGED_SINCE_COMMIT)
+    )
     if touching is not None:
         stale = stale.filter(related_files__overlap=list(touching))
     system = Principal()
     restored = 0
     for memory in stale.order_by("id"):
         if all(exists(path) for path in memory.related_files):
-            memory.stale_at = None
-            _save_change(memory, system, "files_restored", {"stale_at"})
+            memory.stale_at, memory.stale_reason = None, StaleReason.NONE
+            _save_change(memory, system, "files_restored", {"stale_at", "stale_reason"})
             restored += 1
     return restored
 
@@ -142,8 +149,8 @@ def memories_changed_since_commit(*, project: Project, commit: str, files: Itera
     system = Principal()
     for memory in affected:
         share = len(changed.intersection(memory.related_files)) / len(memory.related_files)
-        memory.stale_at = now
-        fields = {"stale_at"}
+        memory.stale_at, memory.stale_reason = now, StaleReason.CHANGED_SINCE_COMMIT
+        fields = {"stale_at", "stale_reason"}
         if not memory.pinned:  # (a pinned memory's confidence is a person's decision)
             memory.confidence = round(memory.confidence * (1 - CHANGED_CONFIDENCE_CUT * share), 4)
             fields.add("confidence")

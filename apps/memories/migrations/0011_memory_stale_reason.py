@@ -1,0 +1,24 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("memories", "0010_memorytokens_precision"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="memory",
+            name="stale_reason",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "Not stale"),
+                    ("file_deleted", "A related file was deleted"),
+                    ("changed_since_commit", "Related files changed since its commit"),
+                ],
+                default="",
+                max_length=24,
+            ),
+        ),
+    ]
