@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, Prefetch, Q
 from django.db.models.expressions import RawSQL
 
+from apps.memories.dateranges import Period
 from apps.memories.embedding.contextual import memory_embedding_text
 from apps.memories.models import Memory, MemoryFeedback, MemoryQuerySet, MemoryRelation, MemoryVersion
 from apps.memories.validation import clean_paths
@@ -175,10 +176,13 @@ def memories_list(
     text: str | None = None,
     embedding_status: str | None = None,
     deprecated: bool | None = False,
+    created: Period | None = None,
+    used: Period | None = None,
     cursor: str | None = None,
     limit: int = 50,
 ) -> tuple[list[Memory], str | None]:
-    """One page of the memories that apply in `project`, newest first, and the next cursor."""
+    """One page of the memories that apply in `project`, newest first, and the next cursor.
+    `used` is the last use (an injection or reinforcement): a memory never used is outside any."""
     from apps.memories.kinds import normalize_type
     from apps.memories.search.codetokens import tsquery_any
     from apps.memories.search.keyword import query_terms
@@ -199,6 +203,10 @@ def memories_list(
     qs = qs.filter(**{name: value for name, value in exact.items() if value is not None})
     if min_confidence is not None:
         qs = qs.filter(confidence__gte=min_confidence)
+    if created:
+        qs = qs.filter(**created.lookups("created_at"))
+    if used:
+        qs = qs.filter(**used.lookups("usage_row__last_accessed_at"))
     if file:
         qs = qs.filter(related_files__contains=clean_paths([file])[:1] or [""])  # (as stored)
     if tag:
