@@ -64,7 +64,9 @@ def build_context(
     """What an agent is given for a phase, task and files: the best applicable memories packed
     into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
     whose decayed confidence (× 0.8 when disputed) is under the project's injection threshold
-    are never injected, and a session in the A/B control group is given nothing.
+    are never injected, and a session in the A/B control group is given nothing. What the named
+    session alone wrote (its promotions, the notes it stored as memories) is left out of the
+    ranking: its notes come first already, and its own words are not the team's knowledge.
     Each injected memory is recorded as an access: once per session when a running session is
     named (asking again within it hands over nothing new), at every call otherwise."""
     phase_name = universal_phase(phase)
@@ -90,6 +92,7 @@ def build_context(
             query_kind=None if task.strip() else "identifier",
             limit=25,
             include_stale=False,
+            not_from_session=session_id.strip(),
         ),
         NO_HYDE,  # proactive injection never waits on an LLM
     )

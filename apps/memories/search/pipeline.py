@@ -527,7 +527,8 @@ class SearchRequest:
     is asked in, and what may come back (how many, of which types, stale ones or not).
     `query_kind` overrides the detected kind; `as_of` is the moment confidence decays to (now by
     default): the evaluation ranks as of the moment it loaded its set, so how long a run takes
-    cannot move a near-tie."""
+    cannot move a near-tie. `not_from_session` leaves out what that session alone wrote (its
+    promotions and notes): an agent is not handed its own words back as the team's knowledge."""
 
     principal: Principal
     project: Project
@@ -539,6 +540,13 @@ class SearchRequest:
     types: Sequence[str] | None = None
     include_stale: bool = True
     as_of: datetime | None = None
+    not_from_session: str = ""
+
+
+def without_session_only(memories: QuerySet, session_id: str) -> QuerySet:
+    """`memories` less those written in `session_id` that no other session has reinforced since
+    (one another session confirmed is the team's knowledge again)."""
+    return memories.exclude(session_id=session_id, provenance_session_ids__contained_by=[session_id])
 
 
 @dataclass(frozen=True)
@@ -586,6 +594,8 @@ def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
         base = base.filter(type__in=list(types))
     if not request.include_stale:
         base = base.filter(stale_at__isnull=True)
+    if request.not_from_session:
+        base = without_session_only(base, request.not_from_session)
     scope = Scope.of(base)
     clock.lap("prepare")
 
