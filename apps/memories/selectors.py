@@ -47,6 +47,12 @@ def memories_visible(*, principal: Principal, project: Project) -> MemoryQuerySe
     return Memory.objects.applicable_in(project, principal)
 
 
+def without_session_only(memories: MemoryQuerySet, session_id: str) -> MemoryQuerySet:
+    """`memories` less those written in `session_id` that no other session has reinforced since
+    (one another session confirmed is the team's knowledge again)."""
+    return memories.exclude(session_id=session_id, provenance_session_ids__contained_by=[session_id])
+
+
 def find_near_duplicate(
     *,
     project: Project,

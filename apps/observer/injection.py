@@ -23,7 +23,7 @@ from apps.memories.models import TENANT_MATCH, Memory
 from apps.memories.search import NO_HYDE, SearchRequest, Stages, search
 from apps.memories.search.codetokens import analyze
 from apps.memories.search.packing import PackItem, budget_for, pack
-from apps.memories.selectors import memories_visible
+from apps.memories.selectors import memories_visible, without_session_only
 from apps.memories.services import memories_record_access
 from apps.memories.thresholds import injection_min_confidence
 from apps.memories.validation import clean_paths
@@ -322,8 +322,9 @@ def step_injection(
         default=F("confidence"),
         output_field=FloatField(),
     )
+    # (what this session wrote itself it has as its notes: it is not the team's knowledge)
     applicable = (
-        memories_visible(principal=principal, project=session.project)
+        without_session_only(memories_visible(principal=principal, project=session.project), str(session.id))
         .filter(deprecated=False, stale_at__isnull=True)
         .alias(in_use=in_use)
         .filter(in_use__gte=INJECTION_MIN_CONFIDENCE)

@@ -433,3 +433,26 @@ def test_what_a_session_stored_itself_is_left_out_until_another_session_reinforc
     assert str(stored.id) not in served and str(earlier.id) in served
     memory_reinforce(memory=stored, actor=alice.principal, session_id=theirs["id"])
     assert str(stored.id) in _context_ids(agent, mine["id"])  # another session vouched for it
+
+
+def test_step_injection_does_not_hand_a_session_its_own_gotcha(agent, alice):
+    from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
+
+    mine, theirs = agent.open(), agent.open()
+    memory_create(
+        project=alice.project,
+        actor=alice.principal,
+        draft=MemoryDraft(
+            type="gotcha",
+            content="pricing.py rounds half-even",
+            related_files=["shop/pricing.py"],
+            confidence=0.9,
+            session_id=mine["id"],
+        ),
+    )
+    body = {"step": 6, "files": ["shop/pricing.py"]}
+    own = agent.client.post(f"sessions/{mine['id']}/step-injection", body).json()
+    assert own["injection"] is None
+    other = agent.client.post(f"sessions/{theirs['id']}/step-injection", body).json()
+    assert other["injection"]["type"] == "gotcha_injection" and "half-even" in other["injection"]["content"]

@@ -66,7 +66,7 @@ from apps.memories.search.keyword import (
     weighted_tf,
 )
 from apps.memories.search.packing import citation
-from apps.memories.selectors import memories_visible, relations_seen_by
+from apps.memories.selectors import memories_visible, relations_seen_by, without_session_only
 from apps.memories.validation import clean_paths
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
@@ -541,12 +541,6 @@ class SearchRequest:
     include_stale: bool = True
     as_of: datetime | None = None
     not_from_session: str = ""
-
-
-def without_session_only(memories: QuerySet, session_id: str) -> QuerySet:
-    """`memories` less those written in `session_id` that no other session has reinforced since
-    (one another session confirmed is the team's knowledge again)."""
-    return memories.exclude(session_id=session_id, provenance_session_ids__contained_by=[session_id])
 
 
 @dataclass(frozen=True)
