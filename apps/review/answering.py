@@ -22,8 +22,6 @@ from memorysaas.kernel.llm import chat_client, llm_configured
 logger = logging.getLogger(__name__)
 
 MAX_TOKENS = 300
-# A person waits on this page; the ranked list is worth showing without the answer after this.
-TIMEOUT_SECONDS = 20.0
 MAX_MEMORY_CHARS = 1500
 UNKNOWN = "I don't know."
 PROMPT = (
@@ -72,7 +70,7 @@ def written_answer(question: str, memories: Sequence[Cited]) -> Answer | None:
     if not llm_configured() or not memories:
         return None
     try:
-        response = chat_client(timeout=TIMEOUT_SECONDS).chat.completions.create(
+        response = chat_client(timeout=settings.ASK_ANSWER_TIMEOUT_MS / 1000).chat.completions.create(
             model=settings.OPENAI_CHAT_MODEL,
             messages=messages(question, memories),
             max_tokens=MAX_TOKENS,

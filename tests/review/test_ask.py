@@ -116,3 +116,11 @@ def test_citations_are_read_as_numbers_of_the_memories_given():
 )
 def test_what_reads_as_not_knowing(text):
     assert read_answer(text, MEMORIES).status == "unknown"
+
+
+def test_an_llm_that_does_not_answer_in_time_leaves_the_memories(alice, signed_in, base, jwt, llm, settings):
+    settings.ASK_ANSWER_TIMEOUT_MS = 300
+    llm.mode = "hang"
+    page = _ask(signed_in, alice, base)
+    assert 'data-status="failed"' in page
+    assert f'href="{base}/memories/{jwt.id}/"' in page.split('data-testid="answer"')[-1]
