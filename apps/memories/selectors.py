@@ -188,7 +188,7 @@ def memories_list(
     limit: int = 50,
 ) -> tuple[list[Memory], str | None]:
     """One page of the memories that apply in `project`, newest first, and the next cursor.
-    `used` is the last use (an injection or reinforcement): a memory never used is outside any."""
+    `used` is the last use (`last_accessed_at`, the decay clock): a memory never used is outside any."""
     from apps.memories.kinds import normalize_type
     from apps.memories.search.codetokens import tsquery_any
     from apps.memories.search.keyword import query_terms
