@@ -28,7 +28,7 @@ from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.onboarding import onboarding_for
 from apps.memories.selectors import is_author, memories_visible
 from apps.observer.selectors import session_in_project
-from apps.review import health, selectors, services
+from apps.review import answering, health, selectors, services
 from apps.review.forms import (
     AskForm,
     CorrectionForm,
@@ -789,7 +789,7 @@ def ask(request, project):
     from apps.memories.search import SearchRequest, search
 
     form = AskForm(request.GET or None)
-    result = None
+    result = answer = None
     if request.GET and form.is_valid():
         result = search(
             SearchRequest(
@@ -797,7 +797,16 @@ def ask(request, project):
             )
         )
         result.hits = [hit for hit in result.hits if _answers(hit)]
-    return render(request, "review/ask.html", {"project": project, "form": form, "result": result})
+        answer = answering.written_answer(
+            form.cleaned_data["q"],
+            [
+                answering.Cited(str(h.memory.id), h.citation, h.memory.type, h.memory.content)
+                for h in result.hits
+            ],
+        )
+    return render(
+        request, "review/ask.html", {"project": project, "form": form, "result": result, "answer": answer}
+    )
 
 
 def _answers(hit) -> bool:
