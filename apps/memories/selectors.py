@@ -269,12 +269,16 @@ def memory_propagations(*, memory: Memory, principal: Principal) -> list[Confide
     """The confidence changes `memory` took from feedback on related memories, newest first. The
     caller has checked access to `memory`; a judged memory the principal may not read is not
     named (`source_memory_id` None, as for one since deleted)."""
-    rows = list(ConfidencePropagation.objects.filter(memory=memory)[:PROPAGATIONS_SHOWN])
+    rows = list(
+        ConfidencePropagation.objects.filter(memory=memory).select_related(
+            "source_memory__project__organization"
+        )[:PROPAGATIONS_SHOWN]
+    )
     sources = {r.source_memory_id for r in rows if r.source_memory_id is not None}
     readable = set(Memory.objects.visible_to(principal).filter(id__in=sources).values_list("id", flat=True))
     for row in rows:
         if row.source_memory_id not in readable:
-            row.source_memory_id = None
+            row.source_memory = None
     return rows
 
 

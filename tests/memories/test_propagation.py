@@ -77,6 +77,7 @@ def test_confirming_a_memory_lifts_the_ones_it_validates(graph, alice):
     assert version.change == "propagated_lift" and version.confidence == pytest.approx(0.65)
     (audit,) = AuditLog.objects.filter(action="memory.confidence_lift", target_id=graph.validated)
     assert audit.metadata["source_memory_id"] == graph.judged and audit.metadata["feedback"] == "confirm"
+    assert audit.metadata["feedback_id"] == MemoryFeedback.objects.get(kind="confirm").pk
     assert audit.metadata["from"] == pytest.approx(0.6) and audit.metadata["to"] == pytest.approx(0.65)
 
 
@@ -224,3 +225,29 @@ def test_deleting_the_judged_memory_keeps_the_history_it_explains(graph):
     assert graph.client.delete(f"memories/{graph.judged}").status_code == 204
     (change,) = graph.history(graph.validated)
     assert change["source_memory_id"] is None and change["confidence_after"] == pytest.approx(0.65)
+
+
+def test_the_memory_page_says_why_its_confidence_moved(graph, alice, session_client):
+    graph.feedback(graph.judged, "flag")
+    base = f"/o/{alice.org.slug}/p/{alice.project.slug}"
+    browser = session_client(alice).client
+    page = browser.get(f"{base}/memories/{graph.derived}/").content.decode()
+    assert 'data-testid="propagations"' in page
+    judged = Memory.objects.get(pk=graph.judged)
+    assert f"{base}/memories/{graph.judged}/" in page and judged.citation_text in page
+    assert "0.80 → 0.70" in page and "which this one derives from, was flagged by" in page
+    unmoved = browser.get(f"{base}/memories/{graph.second_hop}/").content.decode()
+    assert 'data-testid="propagations"' not in unmoved
+
+
+def test_erasing_the_person_who_judged_leaves_a_pseudonym_in_the_history(graph, bob, api_client):
+    from apps.tenants import gdpr
+
+    graph.feedback(graph.judged, "confirm", client=api_client(bob.key))
+    (change,) = ConfidencePropagation.objects.all()
+    assert change.actor_label == f"api_key:{bob.api_key.prefix}"
+    user_id = bob.user.pk
+    gdpr.account_hard_delete(user_id)
+    change.refresh_from_db()
+    assert change.actor_label == gdpr.pseudonym("user", user_id)
+    assert graph.history(graph.validated)[0]["confidence_after"] == pytest.approx(0.65)

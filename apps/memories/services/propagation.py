@@ -140,7 +140,7 @@ def _record(
         metadata={
             "source_memory_id": str(feedback.memory_id),
             "feedback": feedback.kind,
-            "by": feedback.actor_label,
+            "feedback_id": feedback.pk,  # (who gave it: on the feedback and propagation rows)
             "relation": rule.relation_type,
             "from": before,
             "to": after,
