@@ -41,7 +41,11 @@ from apps.memories.services.indexing import (
 )
 from apps.memories.services.intake import Intake, memories_take_in
 from apps.memories.services.lifecycle import memories_decay_and_prune
-from apps.memories.services.propagation import feedback_propagate, propagations_stranded
+from apps.memories.services.propagation import (
+    feedback_propagate,
+    propagation_queue,
+    propagations_stranded,
+)
 from apps.memories.services.update import (
     UPDATABLE,
     memory_delete,
@@ -83,6 +87,7 @@ __all__ = [
     "memory_reinforce",
     "memory_update",
     "memory_update_with_secrets",
+    "propagation_queue",
     "propagations_stranded",
     "rebuild_term_stats",
 ]
