@@ -60,9 +60,6 @@ def session_in_project(*, project: Project, session_id: str | UUID) -> Session |
     return sessions_for(project=project).select_related("user", "api_key").filter(id=as_id).first()
 
 
-# ---------------------------------------------------------------- retrieval graph path
-
-
 def parallel_siblings(session: Session) -> dict[str, list[str]]:
     """The files edited by each other session of `session`'s parallel group that ran alongside it
     (parallel.ran_in_parallel), by session id. `session` has ended."""
@@ -81,6 +78,9 @@ def parallel_siblings(session: Session) -> dict[str, list[str]]:
         for sid, files, started, until, declared in rows
         if ran_in_parallel(mine, Span(started, until, declared))
     }
+
+
+# ---------------------------------------------------------------- retrieval graph path
 
 
 def coaccess_partners(project_id: UUID, files: list[str]) -> dict[str, float]:
