@@ -366,6 +366,37 @@ def memories_feedback(request, memory_id: UUID, payload: FeedbackIn):
     return selectors.memories_by_ids([memory.id], principal=request.auth)[0]
 
 
+class PropagationOut(OutputSchema):
+    """One confidence change the memory took because someone judged a related memory."""
+
+    id: int
+    direction: str = Field(
+        description="`lift` (a memory that validates this one was confirmed or"
+        " found helpful) or `lower` (one this memory derives from was flagged or disputed)."
+    )
+    feedback_kind: str
+    actor_label: str = Field(description="Who gave that feedback.")
+    relation_type: str
+    source_memory_id: UUID | None = Field(
+        description="The judged memory; null once deleted, or when it is not one you may read."
+    )
+    confidence_before: float
+    confidence_after: float
+    created_at: datetime
+
+
+class PropagationPage(OutputSchema):
+    items: list[PropagationOut]
+
+
+@router.get("/memories/{memory_id}/propagations", response=PropagationPage)
+def memories_propagations(request, memory_id: UUID):
+    """Why the memory's confidence moved with feedback on related memories, newest first (100)."""
+    memory = selectors.memory_get(principal=request.auth, memory_id=memory_id)
+    require(request.auth, memory.organization_id, Perm.MEMORIES_READ)
+    return {"items": selectors.memory_propagations(memory=memory, principal=request.auth)}
+
+
 # ---------------------------------------------------------------- retrieval
 
 

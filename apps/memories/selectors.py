@@ -14,7 +14,14 @@ from django.db.models.expressions import RawSQL
 
 from apps.memories.dateranges import Period
 from apps.memories.embedding.contextual import memory_embedding_text
-from apps.memories.models import Memory, MemoryFeedback, MemoryQuerySet, MemoryRelation, MemoryVersion
+from apps.memories.models import (
+    ConfidencePropagation,
+    Memory,
+    MemoryFeedback,
+    MemoryQuerySet,
+    MemoryRelation,
+    MemoryVersion,
+)
 from apps.memories.validation import clean_paths
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
@@ -267,6 +274,26 @@ def memory_ids_visible(*, principal: Principal):
 def memory_version_get(*, memory: Memory, version: int) -> MemoryVersion | None:
     """The memory as it stood at `version`, if that version is kept."""
     return MemoryVersion.objects.filter(memory=memory, version=version).first()
+
+
+PROPAGATIONS_SHOWN = 100
+
+
+def memory_propagations(*, memory: Memory, principal: Principal) -> list[ConfidencePropagation]:
+    """The confidence changes `memory` took from feedback on related memories, newest first. The
+    caller has checked access to `memory`; a judged memory the principal may not read is not
+    named (`source_memory_id` None, as for one since deleted)."""
+    rows = list(
+        ConfidencePropagation.objects.filter(memory=memory).select_related(
+            "source_memory__project__organization"
+        )[:PROPAGATIONS_SHOWN]
+    )
+    sources = {r.source_memory_id for r in rows if r.source_memory_id is not None}
+    readable = set(Memory.objects.visible_to(principal).filter(id__in=sources).values_list("id", flat=True))
+    for row in rows:
+        if row.source_memory_id not in readable:
+            row.source_memory = None
+    return rows
 
 
 def feedback_of_project(*, project: Project):

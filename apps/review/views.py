@@ -26,7 +26,7 @@ from apps.insights.views import health_page_charts
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.onboarding import onboarding_for
-from apps.memories.selectors import is_author, memories_visible
+from apps.memories.selectors import is_author, memories_visible, memory_propagations
 from apps.observer.selectors import session_in_project
 from apps.review import answering, health, selectors, services
 from apps.review.forms import (
@@ -206,8 +206,12 @@ def memory_detail(request, project, memory_id):
     session = session_in_project(project=project, session_id=memory.session_id) if memory.session_id else None
     history = list(selectors.memory_history(memory))
     feedback = list(selectors.memory_feedback(memory)[:50])
+    propagations = memory_propagations(memory=memory, principal=request.principal)
     names = selectors.actor_names(
-        project=project, labels=[v.changed_by for v in history] + [f.actor_label for f in feedback]
+        project=project,
+        labels=[v.changed_by for v in history]
+        + [f.actor_label for f in feedback]
+        + [p.actor_label for p in propagations],
     )
     return render(
         request,
@@ -219,6 +223,14 @@ def memory_detail(request, project, memory_id):
             "feedback": [
                 (item, names.get(item.actor_label, item.actor_label), services.readable_note(item.note))
                 for item in feedback
+            ],
+            "propagations": [
+                (
+                    change,
+                    names.get(change.actor_label, change.actor_label),
+                    _JUDGED.get(change.feedback_kind, change.feedback_kind),
+                )
+                for change in propagations
             ],
             "disputes": list(
                 disputes_for_memory(principal=request.principal, memory=memory).select_related(
@@ -234,6 +246,15 @@ def memory_detail(request, project, memory_id):
             else [],
         },
     )
+
+
+# What the feedback that moved a related memory's confidence did, in words.
+_JUDGED = {
+    FeedbackKind.CONFIRM: "confirmed",
+    FeedbackKind.HELPFUL: "marked helpful",
+    FeedbackKind.FLAG: "flagged",
+    FeedbackKind.DISPUTE: "disputed",
+}
 
 
 def _memory(request, project, memory_id) -> Memory:
