@@ -88,14 +88,12 @@ _REPORT = f"""
          WHERE project_id = %(project)s AND day BETWEEN %(date_from)s AND %(date_to)s),
         (SELECT COALESCE(sum(changed_top), 0) FROM {RetrievalDay._meta.db_table}
          WHERE project_id = %(project)s AND day BETWEEN %(date_from)s AND %(date_to)s),
-        (SELECT json_agg(json_build_array(t."group", t.sessions, t.sums)) FROM (
-            SELECT d."group", sum(d.sessions) AS sessions, (
-                SELECT json_object_agg(e.key, json_build_array(e.n, e.s, e.q)) FROM (
-                    SELECT m.key, sum((m.v->>0)::float8) AS n, sum((m.v->>1)::float8) AS s,
-                        sum((m.v->>2)::float8) AS q
-                    FROM d AS d2, jsonb_each(d2.sums) AS m(key, v) WHERE d2."group" = d."group"
-                    GROUP BY m.key) e) AS sums
-            FROM d GROUP BY d."group") t),
+        (SELECT json_object_agg(g."group", g.sessions) FROM (
+            SELECT d."group", sum(d.sessions) AS sessions FROM d GROUP BY d."group") g),
+        (SELECT json_agg(json_build_array(t."group", t.key, t.n, t.s, t.q)) FROM (
+            SELECT d."group", m.key, sum((m.v->>0)::float8) AS n, sum((m.v->>1)::float8) AS s,
+                sum((m.v->>2)::float8) AS q
+            FROM d, jsonb_each(d.sums) AS m(key, v) GROUP BY d."group", m.key) t),
         (SELECT json_agg(json_build_array(d.day, d."group", d.sessions, (
             SELECT json_object_agg(m.key, (m.v->>1)::float8 / (m.v->>0)::float8)
             FROM jsonb_each(d.sums) AS m(key, v) WHERE (m.v->>0)::float8 > 0)) ORDER BY d.day)
@@ -109,7 +107,8 @@ def _json(value):
 
 
 def _read(project: Project, date_from: date, date_to: date, period_id: int | None):
-    """(the period or None, (boosted, changed), {group: (sessions, sums)}, [(day, group, sessions, means)])."""
+    """(the period or None, (boosted, changed), {group: sessions}, {group: {metric: [n, sum, sum of
+    squares]}}, [(day, group, sessions, {metric: mean})])."""
     params = {
         "project": project.pk, "date_from": date_from, "date_to": date_to, "period": period_id,
         "start": timezone.make_aware(datetime.combine(date_from, time.min)),
@@ -117,16 +116,18 @@ def _read(project: Project, date_from: date, date_to: date, period_id: int | Non
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(_REPORT, params)
-        (pk, started_at, ended_at, enabled, control_pct, passive_pct, boosted, changed, totals,
-         daily) = cursor.fetchone()  # fmt: skip
+        (pk, started_at, ended_at, enabled, control_pct, passive_pct, boosted, changed, sessions,
+         totals, daily) = cursor.fetchone()  # fmt: skip
     period = None
     if pk is not None:
         period = ExperimentPeriod(
             id=pk, project=project, started_at=started_at, ended_at=ended_at, enabled=enabled,
             control_pct=control_pct, passive_pct=passive_pct,
         )  # fmt: skip
-    by_group = {group: (sessions, sums or {}) for group, sessions, sums in _json(totals) or []}
-    return period, (boosted, changed), by_group, _json(daily) or []
+    by_group: dict[str, dict[str, list[float]]] = {g: {} for g in GROUPS}
+    for group, key, n, total, squares in _json(totals) or []:
+        by_group[group][key] = [n, total, squares]
+    return period, (boosted, changed), _json(sessions) or {}, by_group, _json(daily) or []
 
 
 def _moments(sums: dict[str, list[float]], key: str) -> stats.Moments:
@@ -181,9 +182,8 @@ def _graph_boost(boosted: int, changed: int) -> dict[str, Any]:
 def project_insights(
     *, project: Project, date_from: date, date_to: date, period_id: int | None = None
 ) -> dict[str, Any]:
-    period, (boosted, changed), totals, rows = _read(project, date_from, date_to, period_id)
-    by_group: dict[str, dict[str, list[float]]] = {g: totals.get(g, (0, {}))[1] for g in GROUPS}
-    sessions = {g: int(totals.get(g, (0, {}))[0]) for g in GROUPS}
+    period, (boosted, changed), counts, by_group, rows = _read(project, date_from, date_to, period_id)
+    sessions = {g: int(counts.get(g, 0)) for g in GROUPS}
     daily: dict[str, dict[str, Any]] = defaultdict(dict)
     for day, group, count, means in rows:
         # (rounded here, as Python rounds: the database would round a tie the other way)
