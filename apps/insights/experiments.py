@@ -90,4 +90,3 @@ def experiment_configure(
 
 def periods_of(*, project: Project) -> list[ExperimentPeriod]:
     return list(ExperimentPeriod.objects.filter(project=project).order_by("-started_at"))
-
