@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memories", "0010_memorytokens_precision"),
+        ("memories", "0011_confidence_propagation"),
     ]
 
     operations = [
