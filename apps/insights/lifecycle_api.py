@@ -101,6 +101,6 @@ def lifecycle_reindex(request, project_id: UUID):
 @router.post("/projects/{project_id}/lifecycle/cleanup", response=CleanupOut)
 def lifecycle_cleanup(request, project_id: UUID, body: CleanupIn):
     """Run the prune for this project now and say what it retired and deleted, per rule; with
-    `dry_run`, only what it would. The body is a JSON object (`{}` for a real run). Admins."""
+    `dry_run`, only what it would. The body is a JSON object: `{}` for a real run. Admins."""
     project = _project(request, project_id)
     return lifecycle.cleanup_run(project=project, actor=request.auth, dry_run=body.dry_run)

@@ -42,3 +42,8 @@ def _apply(world):
 @api_request("POST", "/api/v1/projects/{project_id}/insights/thresholds/{adjustment_id}/revert")
 def _revert(world):
     return {"body": {}}
+
+
+@api_request("POST", "/api/v1/projects/{project_id}/lifecycle/cleanup")
+def _cleanup(world):
+    return {"body": {"dry_run": True}}
