@@ -96,9 +96,11 @@ def test_a_success_saves_the_recipe_from_the_unused_rule(agent, alice):
 
     recipe = _recipe(alice)
     Memory.objects.filter(id=recipe.id).update(created_at=timezone.now() - timedelta(days=90))
-    unused = lambda: next(
-        r for r in prune_preview(project=alice.project)["rules"] if r["rule"] == "recipe_unused"
-    )  # noqa: E731
+
+    def unused():
+        rules = prune_preview(project=alice.project)["rules"]
+        return next(r for r in rules if r["rule"] == "recipe_unused")
+
     assert unused()["count"] == 1
     _session(agent, edit="shop/refunds.py")
     assert unused()["count"] == 0
