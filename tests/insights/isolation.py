@@ -47,3 +47,13 @@ def _revert(world):
 @api_request("POST", "/api/v1/projects/{project_id}/lifecycle/cleanup")
 def _cleanup(world):
     return {"body": {"dry_run": True}}
+
+
+@api_request("POST", "/api/v1/projects/{project_id}/lifecycle/prune")
+def _prune(world):
+    return {"body": {}}
+
+
+@api_request("POST", "/api/v1/projects/{project_id}/lifecycle/reindex")
+def _reindex(world):
+    return {"body": {}}
