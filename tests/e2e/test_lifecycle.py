@@ -51,6 +51,10 @@ def test_an_admin_prunes_now_and_re_indexes_from_the_page(alice, page_as, screen
     expect(page.get_by_test_id("storage").locator("tr[data-part=vectors] td").nth(1)).to_have_text("3")
     assert Memory.objects.get(id=failed.id).embedding_status == EmbeddingStatus.READY
 
+    page.set_viewport_size({"width": 390, "height": 844})  # on a phone: nothing scrolls sideways
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], widths
+
 
 def test_a_member_is_not_offered_the_page_and_is_refused_it(alice, bob, page_as):
     weak = _weak(alice)
