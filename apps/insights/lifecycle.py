@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
 from apps.insights.storage import project_storage
 from apps.memories import services as memory_services
+from apps.observer import windows
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from apps.tenants.roles import Perm
@@ -19,18 +22,23 @@ from apps.tenants.services import audit_record, require
 from memorysaas.kernel.queue import enqueue
 
 LANE = "bulk"
+# The rule name under which a cleanup reports the modules whose context-cost sums it scaled.
+WINDOW = "context_cost_window"
+
+
+def _next_prune(project: Project) -> dict[str, Any]:
+    preview = memory_services.prune_preview(project=project)
+    return {**preview, "context_cost_modules": windows.context_cost_over_window(project_id=project.id)}
 
 
 def lifecycle_overview(*, project: Project) -> dict[str, Any]:
-    return {
-        "storage": project_storage(project=project),
-        "next_prune": memory_services.prune_preview(project=project),
-    }
+    return {"storage": project_storage(project=project), "next_prune": _next_prune(project)}
 
 
 def prune_queue(*, project: Project, actor: Principal) -> dict[str, Any]:
     require(actor, project.organization_id, Perm.ADMIN)
     enqueue("apps.memories.tasks.project_prune_task", str(project.id), lane=LANE, group="memories.prune")
+    enqueue("apps.observer.tasks.context_cost_window_task", str(project.id), lane=LANE)
     audit_record(actor=actor, action="project.prune_queued", target=project)
     return {"queued": "prune", "lane": LANE}
 
@@ -50,19 +58,21 @@ def cleanup_run(*, project: Project, actor: Principal, dry_run: bool) -> dict[st
     """The prune, now, for this project; with `dry_run`, what it would do (the preview)."""
     require(actor, project.organization_id, Perm.ADMIN)
     if dry_run:
-        preview = memory_services.prune_preview(project=project)
-        rules = {r["rule"]: r["count"] for r in preview["rules"]}
+        preview = _next_prune(project)
+        rules = {r["rule"]: r["count"] for r in preview["rules"]} | {WINDOW: preview["context_cost_modules"]}
         return {
             "dry_run": True,
             "deprecated": preview["retire"],
             "deleted": preview["delete"],
             "rules": rules,
         }
-    report = memory_services.memories_decay_and_prune(project=project)
-    audit_record(actor=actor, action="project.cleanup", target=project, metadata=report["rules"])
+    with transaction.atomic():
+        report = memory_services.memories_decay_and_prune(project=project)
+        rules = report["rules"] | {WINDOW: windows.context_cost_window(project_id=project.id)}
+        audit_record(actor=actor, action="project.cleanup", target=project, metadata=rules)
     return {
         "dry_run": False,
         "deprecated": report["deprecated"],
         "deleted": report["deleted"],
-        "rules": report["rules"],
+        "rules": rules,
     }

@@ -49,6 +49,9 @@ class PreviewOut(OutputSchema):
     retire: int
     delete: int
     rules: list[PreviewRuleOut]
+    context_cost_modules: int = Field(
+        description="Modules whose context-cost figures the pass will scale to the last 30 sessions' worth."
+    )
 
 
 class LifecycleOut(OutputSchema):

@@ -100,7 +100,8 @@ def test_cleanup_runs_now_and_its_dry_run_changes_nothing(alice, api_client):
     assert dry.status_code == 200
     assert dry.json() == {
         "dry_run": True, "deprecated": 1, "deleted": 1,
-        "rules": {"decayed": 0, "low_confidence": 1, "recipe_unused": 0, "work_unit_closed": 0, "expired": 1},
+        "rules": {"decayed": 0, "low_confidence": 1, "recipe_unused": 0, "work_unit_closed": 0, "expired": 1,
+                  "context_cost_window": 0},
     }  # fmt: skip
     assert not Memory.objects.get(id=weak.id).deprecated and Memory.objects.filter(id=expired.id).exists()
 
@@ -184,7 +185,8 @@ def test_cleanup_without_a_body_is_refused_and_with_an_empty_object_runs(alice, 
 
 
 def test_prune_and_reindex_go_to_the_bulk_lane(alice, api_client, monkeypatch):
-    """On the broker in use, not run inline: the prune is one task there, the re-index two."""
+    """On the broker in use, not run inline: the prune is two tasks there (the memories' rules
+    and the context-cost window), the re-index two."""
     from django_q.brokers import get_broker
     from django_q.conf import Conf
 
@@ -195,9 +197,39 @@ def test_prune_and_reindex_go_to_the_bulk_lane(alice, api_client, monkeypatch):
     client = api_client(alice.key)
     try:
         assert _post(client, _url(alice.project, "lifecycle/prune")).status_code == 202
-        assert {lane: b.queue_size() for lane, b in brokers.items()} == {"interactive": 0, "bulk": 1}
+        assert {lane: b.queue_size() for lane, b in brokers.items()} == {"interactive": 0, "bulk": 2}
         assert _post(client, _url(alice.project, "lifecycle/reindex")).status_code == 202
-        assert {lane: b.queue_size() for lane, b in brokers.items()} == {"interactive": 0, "bulk": 3}
+        assert {lane: b.queue_size() for lane, b in brokers.items()} == {"interactive": 0, "bulk": 4}
     finally:
         for broker in brokers.values():
             broker.purge_queue()
+
+
+def test_cleanup_keeps_context_cost_figures_to_the_last_30_sessions_worth(alice, charlie, api_client):
+    from apps.observer.models import PatternStat
+
+    def stat(project, module, sessions):
+        return PatternStat.objects.create(
+            project=project, kind="context_token_spike", key=module, module=module,
+            session_count=sessions, total=1000.0 * sessions, total2=sessions / 4,
+        )  # fmt: skip
+
+    long_run = stat(alice.project, "app/billing", 120)
+    short_run = stat(alice.project, "app/auth", 12)
+    theirs = stat(charlie.project, "core/db", 120)
+    client = api_client(alice.key)
+    assert client.get(_url(alice.project, "lifecycle")).json()["next_prune"]["context_cost_modules"] == 1
+    dry = client.post(_url(alice.project, "lifecycle/cleanup"), {"dry_run": True}).json()
+    assert dry["rules"]["context_cost_window"] == 1
+    assert PatternStat.objects.get(id=long_run.id).session_count == 120
+
+    done = client.post(_url(alice.project, "lifecycle/cleanup"), {}).json()
+    assert done["rules"]["context_cost_window"] == 1
+    scaled = PatternStat.objects.get(id=long_run.id)
+    # the average (1000 tokens a session) and the share of spiking sessions (a quarter) stay
+    assert (scaled.session_count, scaled.total, scaled.total2) == (30, 30_000.0, 7.5)
+    assert PatternStat.objects.get(id=short_run.id).session_count == 12
+    assert PatternStat.objects.get(id=theirs.id).session_count == 120
+    assert (
+        client.post(_url(alice.project, "lifecycle/cleanup"), {}).json()["rules"]["context_cost_window"] == 0
+    )
