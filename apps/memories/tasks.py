@@ -45,3 +45,15 @@ def project_reindex_task(project_id: str) -> dict[str, int]:
     if project is None:
         return {}
     return services.memories_reindex_project(project=project)
+
+
+@retry_on_database_error
+def propagate_feedback(feedback_id: int) -> int:
+    """Feedback's effect on the memories related to the judged one; applied once however often
+    this runs (the feedback row stops being pending)."""
+    return len(services.feedback_propagate(feedback_id=feedback_id))
+
+
+@retry_on_database_error
+def propagations_stranded_task() -> dict[str, int]:
+    return {"queued": len(services.propagations_stranded())}
