@@ -18,6 +18,7 @@ from apps.agents.api import router as agents_router
 from apps.governance.api import router as governance_router
 from apps.graph.api import router as graph_router
 from apps.insights.api import router as insights_router
+from apps.insights.lifecycle_api import router as lifecycle_router
 from apps.memories.api import router as memories_router
 from apps.memories.commits_api import router as commits_router
 from apps.observer.api import router as observer_router
@@ -244,5 +245,6 @@ api.add_router("", graph_router)
 api.add_router("", governance_router)
 api.add_router("", sync_router)
 api.add_router("", insights_router)
+api.add_router("", lifecycle_router)
 api.add_router("", webhooks_router)
 api.add_router("", agents_router)

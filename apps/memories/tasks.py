@@ -5,6 +5,7 @@ Each may run more than once (memorysaas.kernel.queue): embedding writes the same
 from __future__ import annotations
 
 from apps.memories import services
+from apps.tenants.models import Project
 from memorysaas.kernel.queue import retry_on_database_error
 
 
@@ -27,6 +28,23 @@ def embed_stranded_task() -> dict[str, int]:
 @retry_on_database_error
 def decay_and_prune_task() -> dict[str, int]:
     return services.memories_decay_and_prune()
+
+
+@retry_on_database_error
+def project_prune_task(project_id: str) -> dict:
+    """An admin's "prune now": the daily job's rules, for one project."""
+    project = Project.objects.filter(id=project_id).first()
+    if project is None:
+        return {}
+    return services.memories_decay_and_prune(project=project)
+
+
+@retry_on_database_error
+def project_reindex_task(project_id: str) -> dict[str, int]:
+    project = Project.objects.filter(id=project_id).first()
+    if project is None:
+        return {}
+    return services.memories_reindex_project(project=project)
 
 
 @retry_on_database_error

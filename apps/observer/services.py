@@ -550,6 +550,16 @@ def _actor(session: Session) -> Principal:
     return SYSTEM
 
 
+def _recipes_worked(session: Session, pad: Scratchpad, actor: Principal) -> list[UUID]:
+    """The workflow recipes the session was given and followed: it succeeded, so each counts a
+    success. Inside the finalize, which runs once per session, so a session counts once."""
+    if not session.injected_memory_ids:
+        return []
+    return memory_services.recipes_succeeded(
+        memory_ids=session.injected_memory_ids, actor=actor, session_id=str(session.id), files=list(pad.files)
+    )
+
+
 def session_finalize(session_id: UUID | str) -> promotion.Result | None:
     """Run the promotion pipeline for a completed session, once. Everything it writes (the
     frequency tables, memories, reinforcements, the session's report) is one transaction: a
@@ -613,6 +623,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
         for c in candidates:
             c.commit_sha = c.commit_sha or capture.commit_for(c.files, pad.commits)
         _trust_and_store(session, pad, actor, candidates, gate, result)
+        recipes = _recipes_worked(session, pad, actor) if success else []
         session.status = SessionStatus.COMPLETED
         session.finalized_at = timezone.now()
         session.promoted_memory_ids = [*session.promoted_memory_ids, *result.created]
@@ -625,6 +636,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
             "candidates": result.candidates,
             "discarded": result.discarded,
             "llm_calls": result.llm_calls,
+            "recipes_succeeded": [str(i) for i in recipes],
         }
         fields = ["status", "finalized_at", "promoted_memory_ids", "reinforced_memory_ids", "report"]
         if session.checkpoint_events != session.event_count:  # else the stored one is this one

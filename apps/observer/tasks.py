@@ -6,7 +6,7 @@ threshold (its log row is unique)."""
 
 from __future__ import annotations
 
-from apps.observer import crosssession, services
+from apps.observer import crosssession, services, windows
 from memorysaas.kernel.queue import retry_on_database_error
 
 
@@ -31,3 +31,8 @@ def synthesize_module(project_id: str, module: str, count: int) -> dict[str, int
 @retry_on_database_error
 def cross_module_task() -> dict[str, int]:
     return crosssession.cross_module_all()
+
+
+@retry_on_database_error
+def context_cost_window_task(project_id: str | None = None) -> dict[str, int]:
+    return {"modules": windows.context_cost_window(project_id=project_id)}

@@ -44,6 +44,21 @@ def _revert(world):
     return {"body": {}}
 
 
+@api_request("POST", "/api/v1/projects/{project_id}/lifecycle/cleanup")
+def _cleanup(world):
+    return {"body": {"dry_run": True}}
+
+
+@api_request("POST", "/api/v1/projects/{project_id}/lifecycle/prune")
+def _prune(world):
+    return {"body": {}}
+
+
+@api_request("POST", "/api/v1/projects/{project_id}/lifecycle/reindex")
+def _reindex(world):
+    return {"body": {}}
+
+
 @page_param("proposal_id")
 def _page_proposal_id(world):
     return world.proposal_a.pk

@@ -22,6 +22,7 @@ from apps.memories.services.feedback import (
     memory_dispute_cleared,
     memory_feedback,
     memory_reinforce,
+    recipes_succeeded,
 )
 from apps.memories.services.files import (
     memories_changed_since_commit,
@@ -32,16 +33,18 @@ from apps.memories.services.files import (
 from apps.memories.services.indexing import (
     STRANDED_BATCH,
     STRANDED_LIMIT,
+    embedding_out_of_date,
     embedding_text,
     keyword_reindex_ids,
     memories_embed,
     memories_embed_stranded,
     memories_reindex_keywords,
+    memories_reindex_project,
     memory_embed_retry,
     rebuild_term_stats,
 )
 from apps.memories.services.intake import Intake, memories_take_in
-from apps.memories.services.lifecycle import memories_decay_and_prune
+from apps.memories.services.lifecycle import memories_decay_and_prune, prune_preview
 from apps.memories.services.propagation import (
     feedback_propagate,
     propagation_queue,
@@ -66,6 +69,7 @@ __all__ = [
     "STRANDED_LIMIT",
     "UNPACED_ACCESS_GAP",
     "UPDATABLE",
+    "embedding_out_of_date",
     "embedding_text",
     "feedback_propagate",
     "keyword_reindex_ids",
@@ -79,6 +83,7 @@ __all__ = [
     "memories_files_restored",
     "memories_record_access",
     "memories_reindex_keywords",
+    "memories_reindex_project",
     "memories_take_in",
     "memory_create",
     "memory_delete",
@@ -87,6 +92,8 @@ __all__ = [
     "memory_feedback",
     "memory_locked",
     "memory_reinforce",
+    "prune_preview",
+    "recipes_succeeded",
     "memory_update",
     "memory_update_with_secrets",
     "propagation_queue",

@@ -210,3 +210,48 @@ def memory_dispute_cleared(*, memory_id: UUID) -> None:
     """No dispute on the memory is open any more: its disputed badge goes. Not a new version
     (what the memory says did not change)."""
     Memory.objects.filter(pk=memory_id).update(disputed=False)
+
+
+RECIPE_SUCCESS_REWARD = 0.05
+
+
+def _followed(memory: Memory, files: set[str]) -> bool:
+    """A recipe that names files was followed when the session worked on one of them; one that
+    names none, when it was given to the session."""
+    named = {s.get("canonical_file") for s in (memory.payload or {}).get("steps", []) if isinstance(s, dict)}
+    named.discard(None)
+    named.discard("")
+    return not named or bool(named & files)
+
+
+def recipes_succeeded(
+    *, memory_ids: Sequence[UUID | str], actor: Principal, session_id: str, files: Sequence[str]
+) -> list[UUID]:
+    """Workflow recipes given to a session that succeeded, which it followed (`_followed`, by
+    the files it read or edited): each counts one more success, is validated as of now, gains
+    confidence (capped) and restarts its decay clock. A new version, with the session in its
+    provenance. The caller records each session once (the observer does it in the session's
+    one finalize). Returns the recipes counted."""
+    from django.utils import timezone
+
+    counted = []
+    recipes = Memory.objects.filter(id__in=list(memory_ids), type="workflow_recipe", deprecated=False)
+    touched = set(files)
+    for memory in recipes.select_for_update().order_by("id"):
+        if not _followed(memory, touched):
+            continue
+        payload = dict(memory.payload or {})
+        payload["success_count"] = int(payload.get("success_count") or 0) + 1
+        payload["last_validated_at"] = timezone.now().isoformat()
+        # (the payload is not searchable text for a count and a date: no re-embedding)
+        Memory.objects.filter(pk=memory.pk).update(payload=payload)
+        memory.payload = payload
+        if session_id and session_id not in memory.provenance_session_ids:
+            memory.provenance_session_ids = [*memory.provenance_session_ids, session_id[:100]]
+        memory.confidence = round(
+            min(CONFIDENCE_CAP, max(memory.confidence, memory.confidence + RECIPE_SUCCESS_REWARD)), 4
+        )
+        _save_change(memory, actor, "recipe_succeeded", {"confidence", "provenance_session_ids"})
+        _restart_clock(memory)
+        counted.append(memory.id)
+    return counted

@@ -421,3 +421,54 @@ def _reach(memories: Sequence[Memory]) -> dict[UUID, list[UUID]]:
             )
         ]
     return reach
+
+
+def embedding_out_of_date(provider: Any) -> Q:
+    """Memories whose vector is missing, failed or from another model than `provider`; and,
+    where it keeps token embeddings, those embedded before they were kept (or before the
+    precision model's vectors were)."""
+    from django.db.models import Exists, OuterRef
+
+    stale = (
+        ~Q(embedding_model=provider.model_id)
+        | ~Q(embedding_dims=provider.dimensions)
+        | ~Q(embedding_status=EmbeddingStatus.READY)
+    )
+    if provider.late_interaction:
+        # (NOT EXISTS: a NOT IN over a large token table degrades to a per-row scan)
+        tokens = MemoryTokens.objects.filter(memory_id=OuterRef("id"), model_id=provider.model_id)
+        if precision.enabled():
+            tokens = tokens.filter(precision_model=precision.MODEL_ID)
+        stale |= ~Exists(tokens)
+    return stale
+
+
+REINDEX_BATCH = 256
+
+
+def memories_reindex_project(*, project: Project) -> dict[str, int]:
+    """Rebuild one project's memory indexes: every keyword index and the document frequencies
+    now, and the embeddings that are out of date queued on the bulk lane (in batches, as new
+    memories' are). Safe to run again: each step rewrites the same values."""
+    from apps.memories.embedding.providers import get_provider
+    from memorysaas.kernel.queue import enqueue
+
+    ids = keyword_reindex_ids(project_id=project.id, cjk_only=False)
+    for start in range(0, len(ids), REINDEX_BATCH):
+        memories_reindex_keywords(ids[start : start + REINDEX_BATCH])
+    rebuild_term_stats(project=project)
+    stale = [
+        str(i)
+        for i in Memory.objects.filter(project=project)
+        .filter(embedding_out_of_date(get_provider()))
+        .order_by("id")
+        .values_list("id", flat=True)
+    ]
+    for start in range(0, len(stale), REINDEX_BATCH):
+        enqueue(
+            "apps.memories.tasks.embed_memories",
+            stale[start : start + REINDEX_BATCH],
+            lane="bulk",
+            group="memories.embed",
+        )
+    return {"keywords": len(ids), "embeddings_queued": len(stale)}

@@ -15,12 +15,10 @@ import time
 import uuid
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Exists, OuterRef, Q
 
-from apps.memories.embedding import precision
 from apps.memories.embedding.providers import get_provider
-from apps.memories.models import EmbeddingStatus, Memory, MemoryTokens
-from apps.memories.services import memories_embed
+from apps.memories.models import Memory
+from apps.memories.services import embedding_out_of_date, memories_embed
 from apps.memories.vectors import ensure_hnsw_index
 
 
@@ -42,18 +40,7 @@ class Command(BaseCommand):
         if project:
             qs = qs.filter(project_id=project)
         if not all:
-            stale = (
-                ~Q(embedding_model=provider.model_id)
-                | ~Q(embedding_dims=provider.dimensions)
-                | ~Q(embedding_status=EmbeddingStatus.READY)
-            )
-            if provider.late_interaction:  # and those embedded before token embeddings were kept
-                # (NOT EXISTS: a NOT IN over a large token table degrades to a per-row scan)
-                tokens = MemoryTokens.objects.filter(memory_id=OuterRef("id"), model_id=provider.model_id)
-                if precision.enabled():  # or before the precision model's vectors were
-                    tokens = tokens.filter(precision_model=precision.MODEL_ID)
-                stale |= ~Exists(tokens)
-            qs = qs.filter(stale)
+            qs = qs.filter(embedding_out_of_date(provider))
         ids = [str(i) for i in qs.order_by("id").values_list("id", flat=True)]
         done = 0
         for start in range(0, len(ids), batch_size):
