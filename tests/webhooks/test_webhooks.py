@@ -139,6 +139,36 @@ def test_redelivery_from_the_dashboard_sends_the_same_event_again(sending, alice
     assert manual.manual and manual.succeeded
 
 
+def test_a_flagged_memory_sends_review_needed_to_the_endpoints_that_asked_for_it(sending, alice, api_client):
+    from tests.memories.factories import make_memory
+
+    memory = make_memory(alice, content="The nightly job reads S3 credentials from the vault.")
+    with Receiver([200]) as receiver:
+        wanted = services.endpoint_create(
+            organization=alice.org,
+            actor=alice.principal,
+            url=receiver.url,
+            event_types=["memory.review_needed"],
+        )
+        services.endpoint_create(  # an endpoint for another event gets no delivery of this one
+            organization=alice.org, actor=alice.principal, url=receiver.url, event_types=["dispute.opened"]
+        )
+        receiver.secret = wanted.secret
+        flagged = api_client(alice.key).post(
+            f"memories/{memory.id}/feedback", {"kind": "flag", "note": "stale"}
+        )
+        assert flagged.status_code == 200, flagged.content
+        assert flagged.json()["needs_review"] is True
+        delivery = WebhookDelivery.objects.get()
+        assert delivery.endpoint_id == wanted.id and delivery.status == DeliveryStatus.SUCCEEDED
+        again = api_client(alice.key).post(f"memories/{memory.id}/feedback", {"kind": "flag"})
+        assert again.status_code == 200  # already waiting for review: no second event
+    assert WebhookDelivery.objects.count() == 1
+    [request] = receiver.requests
+    assert request["verified"] and request["event"] == "memory.review_needed"
+    assert request["body"]["data"] == {"project_id": str(alice.project.id), "memory_ids": [str(memory.id)]}
+
+
 @pytest.mark.parametrize(
     "url",
     [
