@@ -60,12 +60,19 @@ def _float_nodes(graph: Path, keep: re.Pattern[str] | None) -> list[str]:
     return [node.name for node in model.graph.node if node.op_type == "MatMul" and keep.search(node.name)]
 
 
+def _not_preprocessing_advice(record: logging.LogRecord) -> bool:
+    # (the quantizer advises shape inference first, for static quantization's calibration: a
+    # dynamic quantization of a traced graph has no use for it)
+    return "pre-processing before quantization" not in record.getMessage()
+
+
 def make(graph: Path, target: Path, keep: re.Pattern[str] | None) -> None:
     """Quantize `graph` into `target` (written whole or not at all)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     handle, temporary = tempfile.mkstemp(dir=graph.parent, prefix=target.name, suffix=".part")
     os.close(handle)
+    logging.getLogger().addFilter(_not_preprocessing_advice)  # (it logs on the root logger)
     try:
         quantize_dynamic(
             str(graph),
@@ -81,6 +88,7 @@ def make(graph: Path, target: Path, keep: re.Pattern[str] | None) -> None:
         os.chmod(temporary, 0o644)
         os.replace(temporary, target)
     finally:
+        logging.getLogger().removeFilter(_not_preprocessing_advice)
         if os.path.exists(temporary):
             os.unlink(temporary)
 
