@@ -251,8 +251,8 @@ def _user_prompt(target: Target, hook: H.Hook) -> dict[str, Any]:
     if held is None or held.told_nothing(target.principal):
         return {}
     # (a session that has ended, one a --resume brought back, still gets context: only the
-    # recording stops)
-    session_id = str(held.session_id) if held.open else ""
+    # recording stops, and what it wrote itself is still left out)
+    session_id = str(held.session_id)
     plan = ""
     if first:
         plan = within(

@@ -90,11 +90,3 @@ def experiment_configure(
 
 def periods_of(*, project: Project) -> list[ExperimentPeriod]:
     return list(ExperimentPeriod.objects.filter(project=project).order_by("-started_at"))
-
-
-def period_at(periods: list[ExperimentPeriod], when) -> ExperimentPeriod | None:
-    """The period (newest first in `periods`) that was open at `when`."""
-    for period in periods:
-        if period.started_at <= when and (period.ended_at is None or when < period.ended_at):
-            return period
-    return periods[-1] if periods and when < periods[-1].started_at else None

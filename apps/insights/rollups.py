@@ -18,7 +18,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.insights import ab, metrics
-from apps.insights.experiments import period_at
 from apps.insights.models import DailyRollup, ExperimentPeriod, RollupCursor, SessionMetrics
 from apps.insights.retrieval import retrieval_counts_flush
 from apps.memories.models import Memory, MemoryFeedback
@@ -52,7 +51,18 @@ _NEW_SESSIONS = f"""
          WHERE f.session_id = s.id::text),
         (SELECT jsonb_object_agg(t.type, t.n) FROM (
             SELECT m.type, count(*) AS n FROM {Memory._meta.db_table} m
-            WHERE m.id = ANY(s.injected_memory_ids) GROUP BY m.type) t)
+            WHERE m.id = ANY(s.injected_memory_ids) GROUP BY m.type) t),
+        -- the experiment period open when the session started; one that started before the
+        -- project's first period belongs to that first period
+        COALESCE(
+            (SELECT ep.id FROM {ExperimentPeriod._meta.db_table} ep
+             WHERE ep.project_id = s.project_id AND ep.started_at <= s.started_at
+               AND (ep.ended_at IS NULL OR s.started_at < ep.ended_at)
+             ORDER BY ep.started_at DESC LIMIT 1),
+            (SELECT first.id FROM (
+                SELECT ep.id, ep.started_at FROM {ExperimentPeriod._meta.db_table} ep
+                WHERE ep.project_id = s.project_id ORDER BY ep.started_at LIMIT 1) first
+             WHERE s.started_at < first.started_at))
     FROM {Session._meta.db_table} s
     WHERE s.status = 'completed' AND s.finalized_at >= %s
       AND NOT EXISTS (SELECT 1 FROM {SessionMetrics._meta.db_table} sm WHERE sm.session_id = s.id)
@@ -77,14 +87,17 @@ def rollup_run(*, batch: int = BATCH) -> RunResult:
     retrieval_counts_flush()
     while True:
         with transaction.atomic():
-            cursor, _ = RollupCursor.objects.get_or_create(name=CURSOR)
-            cursor = RollupCursor.objects.select_for_update().get(pk=cursor.pk)
+            cursor = _locked_cursor()
             since = (
                 (cursor.finalized_after - MARGIN)
                 if cursor.finalized_after
                 else timezone.now().replace(year=1970)
             )
             with connection.cursor() as db:
+                # What a run writes is derived from the sessions and written again by the next
+                # run if a crash loses it (the cursor is in the same transaction), so it need not
+                # wait for its commit to reach the disk.
+                db.execute("SET LOCAL synchronous_commit = off")
                 db.execute(_NEW_SESSIONS, [since, batch])
                 rows = db.fetchall()
             if not rows:
@@ -101,15 +114,20 @@ def rollup_run(*, batch: int = BATCH) -> RunResult:
             return result
 
 
+def _locked_cursor() -> RollupCursor:
+    """The run's cursor row, locked for the run (one statement once the row exists)."""
+    cursor = RollupCursor.objects.select_for_update().filter(name=CURSOR).first()
+    if cursor is None:
+        RollupCursor.objects.get_or_create(name=CURSOR)
+        cursor = RollupCursor.objects.select_for_update().get(name=CURSOR)
+    return cursor
+
+
 def _store_metrics(rows: list[tuple]) -> set[tuple]:
     """Insert the sessions' metrics rows; returns the (project, period, day, group) keys touched."""
-    periods: dict[Any, list[ExperimentPeriod]] = {}
-    project_ids = {row[2] for row in rows}
-    for period in ExperimentPeriod.objects.filter(project_id__in=project_ids).order_by("-started_at"):
-        periods.setdefault(period.project_id, []).append(period)
     objects, keys = [], set()
     for (sid, org_id, project_id, group, started_at, finalized_at, phase, tool_calls, rereads, first,
-         reentries, tokens, planned, steps, injected, used, corrected, types) in rows:  # fmt: skip
+         reentries, tokens, planned, steps, injected, used, corrected, types, period_id) in rows:  # fmt: skip
         if isinstance(tokens, str):
             tokens = json.loads(tokens)
         if isinstance(types, str):
@@ -119,7 +137,6 @@ def _store_metrics(rows: list[tuple]) -> set[tuple]:
             tokens=tokens if isinstance(tokens, list) else None, planned_steps=planned, steps=steps,
             injected=injected, used=used, corrected=corrected,
         )  # fmt: skip
-        period = period_at(periods.get(project_id, []), started_at)
         day = timezone.localdate(started_at)
         group = ab.canonical(group)
         objects.append(
@@ -127,7 +144,7 @@ def _store_metrics(rows: list[tuple]) -> set[tuple]:
                 session_id=sid,
                 organization_id=org_id,
                 project_id=project_id,
-                period_id=period.pk if period else None,
+                period_id=period_id,
                 group=group,
                 day=day,
                 phase=phase,
@@ -136,7 +153,7 @@ def _store_metrics(rows: list[tuple]) -> set[tuple]:
                 **metrics.session_values(raw),
             )  # fmt: skip
         )
-        keys.add((org_id, project_id, period.pk if period else None, day, group))
+        keys.add((org_id, project_id, period_id, day, group))
     SessionMetrics.objects.bulk_create(objects, ignore_conflicts=True, batch_size=1000)
     return keys
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.db import transaction
+from django.utils import timezone
 from ninja import Body, Field, Query, Router, Status
 from pydantic import ConfigDict, Discriminator, Tag, field_validator, model_validator
 
 from apps.memories import selectors, services
+from apps.memories.dateranges import Period
 from apps.memories.kinds import TYPE_NAMES, Scope, normalize_type
 from apps.memories.models import EmbeddingStatus, FeedbackKind, Memory, MemorySource, MemoryType
 from apps.memories.search.packing import citation
@@ -137,6 +139,12 @@ class MemoryPage(OutputSchema):
     next_cursor: str | None
 
 
+_DAY_OR_MOMENT = (
+    "{} on or after (`_from`) / on or before (`_to`) this day or moment: ISO 8601, a day meaning"
+    " the whole day in the server's time zone, a moment without an offset read in it too."
+)
+
+
 class MemoryFilters(QuerySchema):
     type: str | None = Field(
         None, description="A memory type (or Dex alias).", json_schema_extra={"enum": list(TYPE_NAMES)}
@@ -150,10 +158,50 @@ class MemoryFilters(QuerySchema):
     text: str | None = Field(None, max_length=500, description="Words or identifiers in the memory.")
     embedding_status: EmbeddingStatus | None = None
     deprecated: bool | None = Field(False, description="Deprecated memories are hidden unless asked for.")
+    created_from: date | datetime | None = Field(None, description=_DAY_OR_MOMENT.format("Created"))
+    created_to: date | datetime | None = Field(None, description=_DAY_OR_MOMENT.format("Created"))
+    used_from: date | datetime | None = Field(None, description=_DAY_OR_MOMENT.format("Last used"))
+    used_to: date | datetime | None = Field(None, description=_DAY_OR_MOMENT.format("Last used"))
     cursor: str | None = Field(
         None, pattern=selectors.CURSOR_PATTERN, description="`next_cursor` of the page before."
     )
     limit: int = Field(50, ge=1, le=200)
+
+    @field_validator("created_from", "created_to", "used_from", "used_to", mode="before")
+    @classmethod
+    def day_or_moment(cls, value: Any) -> Any:
+        """A day (`2026-03-01`) stays a day, a moment (`2026-03-01T09:30Z`) a moment: the two
+        bound a period differently, and pydantic would read a midnight moment as a day."""
+        if not isinstance(value, str) or not value.strip():
+            return value
+        text = value.strip()
+        try:
+            return datetime.fromisoformat(text.upper()) if len(text) > 10 else date.fromisoformat(text)
+        except ValueError:
+            raise ValueError(
+                "not an ISO 8601 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
+            ) from None
+
+    @model_validator(mode="after")
+    def periods_run_forward(self) -> MemoryFilters:
+        for name in ("created", "used"):
+            try:
+                self.period(name)
+            except ValueError:
+                raise ValueError(f"{name}_from is after {name}_to") from None
+        return self
+
+    def period(self, name: str) -> Period | None:
+        """The `created` or `used` period asked for (None: not filtered on it)."""
+        low, high = getattr(self, f"{name}_from"), getattr(self, f"{name}_to")
+        return Period.between(low, high, timezone.get_current_timezone())
+
+    def selector_filters(self) -> dict[str, Any]:
+        periods = {"created_from", "created_to", "used_from", "used_to"}
+        return self.model_dump(exclude=periods) | {
+            "created": self.period("created"),
+            "used": self.period("used"),
+        }
 
 
 _PATCH_NULLABLE = frozenset({"work_unit_ref", "decay_half_life_days"})
@@ -247,7 +295,7 @@ def memories_list(request, project_id: UUID, filters: Query[MemoryFilters]):
     """Memories that apply in the project, newest first, filtered; follow `next_cursor` for more."""
     project = project_get(principal=request.auth, project_id=project_id, permission=Perm.MEMORIES_READ)
     items, next_cursor = selectors.memories_list(
-        principal=request.auth, project=project, **filters.model_dump()
+        principal=request.auth, project=project, **filters.selector_filters()
     )
     return {"items": items, "next_cursor": next_cursor}
 
@@ -316,6 +364,37 @@ def memories_feedback(request, memory_id: UUID, payload: FeedbackIn):
         session_id=payload.session_id,
     )
     return selectors.memories_by_ids([memory.id], principal=request.auth)[0]
+
+
+class PropagationOut(OutputSchema):
+    """One confidence change the memory took because someone judged a related memory."""
+
+    id: int
+    direction: str = Field(
+        description="`lift` (a memory that validates this one was confirmed or"
+        " found helpful) or `lower` (one this memory derives from was flagged or disputed)."
+    )
+    feedback_kind: str
+    actor_label: str = Field(description="Who gave that feedback.")
+    relation_type: str
+    source_memory_id: UUID | None = Field(
+        description="The judged memory; null once deleted, or when it is not one you may read."
+    )
+    confidence_before: float
+    confidence_after: float
+    created_at: datetime
+
+
+class PropagationPage(OutputSchema):
+    items: list[PropagationOut]
+
+
+@router.get("/memories/{memory_id}/propagations", response=PropagationPage)
+def memories_propagations(request, memory_id: UUID):
+    """Why the memory's confidence moved with feedback on related memories, newest first (100)."""
+    memory = selectors.memory_get(principal=request.auth, memory_id=memory_id)
+    require(request.auth, memory.organization_id, Perm.MEMORIES_READ)
+    return {"items": selectors.memory_propagations(memory=memory, principal=request.auth)}
 
 
 # ---------------------------------------------------------------- retrieval

@@ -42,3 +42,10 @@ class MemoriesConfig(AppConfig):
         register_schedule(
             "memories.embed_stranded", "apps.memories.tasks.embed_stranded_task", "I", minutes=5, lane="bulk"
         )
+        # Every 15 minutes: feedback whose propagation task was lost is queued again.
+        register_schedule(
+            "memories.propagations_stranded",
+            "apps.memories.tasks.propagations_stranded_task",
+            "I",
+            minutes=15,
+        )

@@ -11,8 +11,17 @@ from __future__ import annotations
 from copy import copy
 from typing import Any
 
+from django.db.models import Q
+
 from apps.memories.embedding.providers import cache_key
-from apps.memories.models import EmbeddingCache, Memory, MemoryFeedback, MemoryScope, MemoryVersion
+from apps.memories.models import (
+    ConfidencePropagation,
+    EmbeddingCache,
+    Memory,
+    MemoryFeedback,
+    MemoryScope,
+    MemoryVersion,
+)
 from apps.memories.services import embedding_text, memory_delete
 from apps.tenants.principal import SYSTEM
 
@@ -106,5 +115,9 @@ def delete_user_data(user, alias: str) -> dict[str, int]:
         memory_delete(memory=memory, actor=SYSTEM)
     label = f"user:{user.pk}"
     versions = MemoryVersion.objects.filter(changed_by=label).update(changed_by=alias)
+    # (before the feedback loses its author: the confidence moves it caused name them too)
+    moves = ConfidencePropagation.objects.filter(Q(feedback__actor_user=user) | Q(actor_label=label)).update(
+        actor_label=alias
+    )
     feedback = MemoryFeedback.objects.filter(actor_user=user).update(actor_label=alias, actor_user=None)
-    return {"personal_memories": len(personal), "memory_history_rows": versions + feedback}
+    return {"personal_memories": len(personal), "memory_history_rows": versions + feedback + moves}

@@ -20,6 +20,7 @@ from django.db.models import Q
 from pgvector.django import VectorField
 
 from apps.memories.kinds import MemoryKind, Phase, RelationKind, Scope, Source
+from apps.memories.propagation import Direction
 from apps.memories.validation import MAX_CITATION_CHARS
 from apps.tenants.models import Project, ProjectScopedQuerySet, TenantQuerySet
 
@@ -372,14 +373,74 @@ class MemoryFeedback(models.Model):
     )
     actor_label = models.CharField(max_length=120)
     session_id = models.CharField(max_length=100, blank=True)
+    # Its effect on related memories (propagation.py) is still to be applied, by a task queued on
+    # commit; the stranded-work sweep finds it again if that task was lost.
+    propagation_pending = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["memory", "kind"], name="feedback_memory_kind")]
+        indexes = [
+            models.Index(fields=["memory", "kind"], name="feedback_memory_kind"),
+            models.Index(
+                fields=["created_at"],
+                condition=Q(propagation_pending=True),
+                name="feedback_propagation_pending",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.memory_id}"
+
+
+class PropagationDirection(models.TextChoices):
+    LIFT = "lift", "Lifted"
+    LOWER = "lower", "Lowered"
+
+
+assert {c.value for c in PropagationDirection} == {d.value for d in Direction}
+
+
+class ConfidencePropagation(models.Model):
+    """One confidence change a memory took because someone judged a memory it is related to: who
+    judged which memory how, along which relation, and the confidence before and after. At most
+    one per feedback and memory, so a task that runs twice moves nothing twice."""
+
+    organization = models.ForeignKey("tenants.Organization", on_delete=models.CASCADE, related_name="+")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="propagations")
+    # Kept when the judged memory (and with it its feedback) is deleted: the move stays explained.
+    source_memory = models.ForeignKey(
+        Memory, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    feedback = models.ForeignKey(
+        MemoryFeedback, on_delete=models.SET_NULL, null=True, blank=True, related_name="propagations"
+    )
+    feedback_kind = models.CharField(max_length=12, choices=FeedbackKind.choices)
+    actor_label = models.CharField(max_length=120)  # who gave the feedback
+    relation_type = models.CharField(max_length=20, choices=RelationType.choices)
+    direction = models.CharField(max_length=8, choices=PropagationDirection.choices)
+    confidence_before = models.FloatField()
+    confidence_after = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["memory", "-created_at"], name="propagation_memory_recent"),
+            models.Index(fields=["source_memory", "memory"], name="propagation_source_memory"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["feedback", "memory"],
+                condition=Q(feedback__isnull=False),
+                name="propagation_once_per_feedback",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} {self.direction} {self.confidence_before}→{self.confidence_after}"
 
 
 class EmbeddingCache(models.Model):

@@ -12,8 +12,16 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, Prefetch, Q
 from django.db.models.expressions import RawSQL
 
+from apps.memories.dateranges import Period
 from apps.memories.embedding.contextual import memory_embedding_text
-from apps.memories.models import Memory, MemoryFeedback, MemoryQuerySet, MemoryRelation, MemoryVersion
+from apps.memories.models import (
+    ConfidencePropagation,
+    Memory,
+    MemoryFeedback,
+    MemoryQuerySet,
+    MemoryRelation,
+    MemoryVersion,
+)
 from apps.memories.validation import clean_paths
 from apps.memories.vectors import nearest, set_search_params, vector_literal
 from apps.tenants.models import Project
@@ -44,6 +52,12 @@ def memories_visible(*, principal: Principal, project: Project) -> MemoryQuerySe
     only to their owner), its team's team-scoped ones, its organization's org-scoped ones.
     The caller has resolved `project` through `project_get` (so the principal sees it)."""
     return Memory.objects.applicable_in(project, principal)
+
+
+def without_session_only(memories: MemoryQuerySet, session_id: str) -> MemoryQuerySet:
+    """`memories` less those written in `session_id` that no other session has reinforced since
+    (one another session confirmed is the team's knowledge again)."""
+    return memories.exclude(session_id=session_id, provenance_session_ids__contained_by=[session_id])
 
 
 def find_near_duplicate(
@@ -175,10 +189,13 @@ def memories_list(
     text: str | None = None,
     embedding_status: str | None = None,
     deprecated: bool | None = False,
+    created: Period | None = None,
+    used: Period | None = None,
     cursor: str | None = None,
     limit: int = 50,
 ) -> tuple[list[Memory], str | None]:
-    """One page of the memories that apply in `project`, newest first, and the next cursor."""
+    """One page of the memories that apply in `project`, newest first, and the next cursor.
+    `used` is the last use (`last_accessed_at`, the decay clock): a memory never used is outside any."""
     from apps.memories.kinds import normalize_type
     from apps.memories.search.codetokens import tsquery_any
     from apps.memories.search.keyword import query_terms
@@ -199,6 +216,10 @@ def memories_list(
     qs = qs.filter(**{name: value for name, value in exact.items() if value is not None})
     if min_confidence is not None:
         qs = qs.filter(confidence__gte=min_confidence)
+    if created:
+        qs = qs.filter(**created.lookups("created_at"))
+    if used:
+        qs = qs.filter(**used.lookups("usage_row__last_accessed_at"))
     if file:
         qs = qs.filter(related_files__contains=clean_paths([file])[:1] or [""])  # (as stored)
     if tag:
@@ -253,6 +274,26 @@ def memory_ids_visible(*, principal: Principal):
 def memory_version_get(*, memory: Memory, version: int) -> MemoryVersion | None:
     """The memory as it stood at `version`, if that version is kept."""
     return MemoryVersion.objects.filter(memory=memory, version=version).first()
+
+
+PROPAGATIONS_SHOWN = 100
+
+
+def memory_propagations(*, memory: Memory, principal: Principal) -> list[ConfidencePropagation]:
+    """The confidence changes `memory` took from feedback on related memories, newest first. The
+    caller has checked access to `memory`; a judged memory the principal may not read is not
+    named (`source_memory_id` None, as for one since deleted)."""
+    rows = list(
+        ConfidencePropagation.objects.filter(memory=memory).select_related(
+            "source_memory__project__organization"
+        )[:PROPAGATIONS_SHOWN]
+    )
+    sources = {r.source_memory_id for r in rows if r.source_memory_id is not None}
+    readable = set(Memory.objects.visible_to(principal).filter(id__in=sources).values_list("id", flat=True))
+    for row in rows:
+        if row.source_memory_id not in readable:
+            row.source_memory = None
+    return rows
 
 
 def feedback_of_project(*, project: Project):

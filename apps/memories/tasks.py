@@ -27,3 +27,15 @@ def embed_stranded_task() -> dict[str, int]:
 @retry_on_database_error
 def decay_and_prune_task() -> dict[str, int]:
     return services.memories_decay_and_prune()
+
+
+@retry_on_database_error
+def propagate_feedback(feedback_id: int) -> int:
+    """Feedback's effect on the memories related to the judged one; applied once however often
+    this runs (the feedback row stops being pending)."""
+    return len(services.feedback_propagate(feedback_id=feedback_id))
+
+
+@retry_on_database_error
+def propagations_stranded_task() -> dict[str, int]:
+    return {"queued": len(services.propagations_stranded())}

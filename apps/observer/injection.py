@@ -24,7 +24,7 @@ from apps.memories.models import TENANT_MATCH, Memory
 from apps.memories.search import NO_HYDE, SearchRequest, Stages, search
 from apps.memories.search.codetokens import analyze
 from apps.memories.search.packing import PackItem, budget_for, pack
-from apps.memories.selectors import memories_visible
+from apps.memories.selectors import memories_visible, without_session_only
 from apps.memories.services import memories_record_access
 from apps.memories.thresholds import injection_min_confidence
 from apps.memories.validation import clean_paths
@@ -64,7 +64,9 @@ def build_context(
     """What an agent is given for a phase, task and files: the best applicable memories packed
     into the phase's budget (or `token_budget`), session notes first. Stale memories and ones
     whose decayed confidence (× 0.8 when disputed) is under the project's injection threshold
-    are never injected, and a session in the A/B control group is given nothing.
+    are never injected, and a session in the A/B control group is given nothing. What the named
+    session alone wrote (its promotions, the notes it stored as memories) is left out of the
+    ranking: its notes come first already, and its own words are not the team's knowledge.
     Each injected memory is recorded as an access: once per session when a running session is
     named (asking again within it hands over nothing new), at every call otherwise."""
     phase_name = universal_phase(phase)
@@ -91,6 +93,7 @@ def build_context(
             query_kind=None if task.strip() else "identifier",
             limit=25,
             include_stale=False,
+            not_from_session=session_id.strip(),
         ),
         NO_HYDE,  # proactive injection never waits on an LLM
     )
@@ -316,8 +319,9 @@ def step_injection(
         default=F("confidence"),
         output_field=FloatField(),
     )
+    # (what this session wrote itself it has as its notes: it is not the team's knowledge)
     applicable = (
-        memories_visible(principal=principal, project=session.project)
+        without_session_only(memories_visible(principal=principal, project=session.project), str(session.id))
         .filter(deprecated=False, stale_at__isnull=True)
         .alias(in_use=in_use)
         .filter(in_use__gte=INJECTION_MIN_CONFIDENCE)

@@ -69,6 +69,9 @@ class Session(models.Model):
     work_unit = models.JSONField(default=dict, blank=True)
     work_unit_key = models.CharField(max_length=300, blank=True, db_index=True)
     parallel_group = models.CharField(max_length=300, blank=True)
+    # The client named the group (sessions sharing it ran in parallel, whenever they ran); else it
+    # is the work unit's parent and only sessions overlapping in time count as parallel.
+    parallel_declared = models.BooleanField(default=False)
     task = models.TextField(blank=True)
     client = models.CharField(max_length=100, blank=True)
     # The agent's own id for the session (Claude Code's `session_id`), when the agent names it

@@ -6,8 +6,11 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.db import connection
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
-from apps.observer.models import Session
+from apps.observer.models import EventBatch, Session
+from apps.observer.parallel import Span, ran_in_parallel
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
 from memorysaas.kernel.errors import NotFound
@@ -55,6 +58,26 @@ def session_in_project(*, project: Project, session_id: str | UUID) -> Session |
     if as_id is None:
         return None
     return sessions_for(project=project).select_related("user", "api_key").filter(id=as_id).first()
+
+
+def parallel_siblings(session: Session) -> dict[str, list[str]]:
+    """The files edited by each other session of `session`'s parallel group that ran alongside it
+    (parallel.ran_in_parallel), by session id. `session` has ended."""
+    if not session.parallel_group or session.ended_at is None:
+        return {}
+    last_heard = EventBatch.objects.filter(session=OuterRef("pk")).order_by("-id").values("received_at")[:1]
+    rows = (
+        Session.objects.filter(project_id=session.project_id, parallel_group=session.parallel_group)
+        .exclude(id=session.id)
+        .annotate(active_until=Coalesce("ended_at", Subquery(last_heard), "started_at"))
+        .values_list("id", "edited_files", "started_at", "active_until", "parallel_declared")
+    )
+    mine = Span(session.started_at, session.ended_at, session.parallel_declared)
+    return {
+        str(sid): files
+        for sid, files, started, until, declared in rows
+        if ran_in_parallel(mine, Span(started, until, declared))
+    }
 
 
 # ---------------------------------------------------------------- retrieval graph path

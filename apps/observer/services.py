@@ -36,7 +36,7 @@ from apps.observer.gates import INCREMENTAL_UNITS, gate_for, gate_open
 from apps.observer.methodology import plugin_for
 from apps.observer.models import EventBatch, Outcome, Session, SessionStatus
 from apps.observer.scratchpad import GLOB_ARGS, PATH_ARGS, Scratchpad
-from apps.observer.selectors import sessions_visible
+from apps.observer.selectors import parallel_siblings, sessions_visible
 from apps.tenants.models import Project
 from apps.tenants.principal import SYSTEM, Principal
 from apps.tenants.roles import Perm
@@ -159,18 +159,20 @@ def _checkpoint(session: Session, pad: Scratchpad, batch_id: int) -> None:
 # ---------------------------------------------------------------- open
 
 
-def _work_unit(methodology: str, work_unit: dict[str, Any] | None) -> tuple[dict, str, str]:
+def _work_unit(methodology: str, work_unit: dict[str, Any] | None) -> tuple[dict, str, str, bool]:
+    """The work unit's reference, its key, its parallel group and whether the client named that
+    group. Without one named, sessions of one parent unit (the subtasks of a spec) form the
+    group; they count as parallel only where they overlap in time (parallel.py)."""
     plugin = plugin_for(methodology)
     work_unit = work_unit or {}
+    declared = str(work_unit.get("parallel_group") or "").strip()
     hierarchy = [str(h) for h in work_unit.get("hierarchy", []) if str(h).strip()]
     if not hierarchy and not work_unit.get("label"):
-        return {}, "", ""
+        return {}, "", "", False
     ref = plugin.work_unit_ref(hierarchy, str(work_unit.get("label", "")))
     key = "/".join(ref["hierarchy"]) or ref["label"]
-    parallel = str(
-        work_unit.get("parallel_group") or ("/".join(ref["hierarchy"][:-1]) if len(hierarchy) > 1 else "")
-    )
-    return ref, key[:300], parallel[:300]
+    parallel = declared or ("/".join(ref["hierarchy"][:-1]) if len(hierarchy) > 1 else "")
+    return ref, key[:300], parallel[:300], bool(declared)
 
 
 def ab_group(session_id: UUID, project: Project) -> str:
@@ -185,7 +187,7 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
     data = secrets_scan.redact(data, secrets_scan.plugin_findings(secrets_scan.strings(data)), set())
     methodology = data.get("methodology") or project.methodology or "native"
     plugin = plugin_for(methodology)
-    ref, key, parallel = _work_unit(methodology, data.get("work_unit"))
+    ref, key, parallel, declared = _work_unit(methodology, data.get("work_unit"))
     session = Session(
         organization_id=project.organization_id,
         project=project,
@@ -198,6 +200,7 @@ def session_open(*, project: Project, actor: Principal, data: dict[str, Any]) ->
         work_unit=ref,
         work_unit_key=key,
         parallel_group=parallel,
+        parallel_declared=declared,
         task=(data.get("task") or "")[:4000],
         client=(data.get("client") or "")[:100],
         root=clean_root(data.get("root") or "")[:500],
@@ -272,10 +275,12 @@ def _from_root(event: dict[str, Any], root: str) -> dict[str, Any]:
     return out
 
 
+# (received_at: statement_timestamp(), not now(): it says when the session was last heard from,
+# which parallel.py compares with other sessions' starts, even for batches of one transaction)
 _APPEND = f"""
     WITH batch AS (
         INSERT INTO {EventBatch._meta.db_table} (session_id, first_seq, last_seq, count, events, received_at)
-        VALUES (%s, %s, %s, %s, %s::jsonb, now()) RETURNING id)
+        VALUES (%s, %s, %s, %s, %s::jsonb, statement_timestamp()) RETURNING id)
     UPDATE {Session._meta.db_table} SET event_count = %s, last_step = %s, edited_files = %s::varchar[],
         scratchpad_version = scratchpad_version + 1, scratchpad_stamp = gen_random_uuid()
     WHERE id = %s
@@ -527,17 +532,8 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
         validated = pad.validations[-1]["passed"] if pad.validations else None
         success = session.outcome == Outcome.SUCCESS and validated is not False
         signals = derive(pad, outcome="success" if success else session.outcome, steps=session.steps)
-        siblings: dict[str, list[str]] = {}
-        if session.parallel_group:
-            siblings = {
-                str(sid): files
-                for sid, files in Session.objects.filter(
-                    project=session.project, parallel_group=session.parallel_group
-                )
-                .exclude(id=session.id)
-                .values_list("id", "edited_files")
-            }
-            signals += parallel_conflicts(pad, siblings)
+        siblings = parallel_siblings(session)
+        signals += parallel_conflicts(pad, siblings)
         # validation filter: a failed approach teaches only what is outcome-blind
         counted = (
             signals if validated is not False else [s for s in signals if s.kind in promotion.OUTCOME_BLIND]

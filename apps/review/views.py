@@ -26,9 +26,9 @@ from apps.insights.views import health_page_charts
 from apps.memories import services as memory_services
 from apps.memories.models import FeedbackKind, Memory, MemoryType
 from apps.memories.onboarding import onboarding_for
-from apps.memories.selectors import is_author, memories_visible
+from apps.memories.selectors import is_author, memories_visible, memory_propagations
 from apps.observer.selectors import session_in_project
-from apps.review import health, selectors, services
+from apps.review import answering, health, selectors, services
 from apps.review.forms import (
     AskForm,
     CorrectionForm,
@@ -206,8 +206,12 @@ def memory_detail(request, project, memory_id):
     session = session_in_project(project=project, session_id=memory.session_id) if memory.session_id else None
     history = list(selectors.memory_history(memory))
     feedback = list(selectors.memory_feedback(memory)[:50])
+    propagations = memory_propagations(memory=memory, principal=request.principal)
     names = selectors.actor_names(
-        project=project, labels=[v.changed_by for v in history] + [f.actor_label for f in feedback]
+        project=project,
+        labels=[v.changed_by for v in history]
+        + [f.actor_label for f in feedback]
+        + [p.actor_label for p in propagations],
     )
     return render(
         request,
@@ -219,6 +223,14 @@ def memory_detail(request, project, memory_id):
             "feedback": [
                 (item, names.get(item.actor_label, item.actor_label), services.readable_note(item.note))
                 for item in feedback
+            ],
+            "propagations": [
+                (
+                    change,
+                    names.get(change.actor_label, change.actor_label),
+                    _JUDGED.get(change.feedback_kind, change.feedback_kind),
+                )
+                for change in propagations
             ],
             "disputes": list(
                 disputes_for_memory(principal=request.principal, memory=memory).select_related(
@@ -234,6 +246,15 @@ def memory_detail(request, project, memory_id):
             else [],
         },
     )
+
+
+# What the feedback that moved a related memory's confidence did, in words.
+_JUDGED = {
+    FeedbackKind.CONFIRM: "confirmed",
+    FeedbackKind.HELPFUL: "marked helpful",
+    FeedbackKind.FLAG: "flagged",
+    FeedbackKind.DISPUTE: "disputed",
+}
 
 
 def _memory(request, project, memory_id) -> Memory:
@@ -789,7 +810,7 @@ def ask(request, project):
     from apps.memories.search import SearchRequest, search
 
     form = AskForm(request.GET or None)
-    result = None
+    result = answer = None
     if request.GET and form.is_valid():
         result = search(
             SearchRequest(
@@ -797,7 +818,16 @@ def ask(request, project):
             )
         )
         result.hits = [hit for hit in result.hits if _answers(hit)]
-    return render(request, "review/ask.html", {"project": project, "form": form, "result": result})
+        answer = answering.written_answer(
+            form.cleaned_data["q"],
+            [
+                answering.Cited(str(h.memory.id), h.citation, h.memory.type, h.memory.content)
+                for h in result.hits
+            ],
+        )
+    return render(
+        request, "review/ask.html", {"project": project, "form": form, "result": result, "answer": answer}
+    )
 
 
 def _answers(hit) -> bool:

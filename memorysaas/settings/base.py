@@ -289,6 +289,9 @@ OPENAI_CHAT_MODEL = env_str("OPENAI_CHAT_MODEL", "gpt-4o-mini")
 # HyDE in search (apps/memories/search/hyde.py): on whenever an LLM is configured, unless switched off.
 SEARCH_HYDE = env_bool("SEARCH_HYDE", True)
 HYDE_TIMEOUT_MS = env_int("HYDE_TIMEOUT_MS", 3000)
+# Ask's written answer (apps/review/answering.py): a person waits on the page, which shows the
+# ranked memories alone once this passes.
+ASK_ANSWER_TIMEOUT_MS = env_int("ASK_ANSWER_TIMEOUT_MS", 20000)
 # Search runs its dense and graph paths on a second connection beside the keyword path
 # (apps/memories/concurrent_reads.py); the workers per process each keep one connection. One fewer than
 # the CPUs this process may use: with three paths at once on two cores, PostgreSQL's backends

@@ -340,3 +340,20 @@ def test_a_key_that_may_not_read_memories_records_but_is_told_nothing(alice, api
     answers = [client.post(HOOKS, d).json() for d in deliveries("cc-writer")[:3]]
     assert answers == [{}, {}, {}]
     assert Session.objects.get(external_id="cc-writer").event_count == 2
+
+
+def test_a_prompt_is_not_answered_with_what_its_own_session_stored(claude, alice):
+    fact = "signals.py sends the confirmation email only for orders without a discount code"
+    claude(deliveries("cc-own")[0])  # (SessionStart opens it)
+    own = Session.objects.get(external_id="cc-own")
+    memory_create(
+        project=alice.project,
+        actor=alice.principal,
+        draft=MemoryDraft(type="gotcha", content=fact, confidence=0.9, session_id=str(own.id)),
+    )
+    prompt = deliveries("cc-own")[1]
+    assert prompt["hook_event_name"] == "UserPromptSubmit"
+    told_own = claude(prompt).get("hookSpecificOutput", {}).get("additionalContext", "")
+    assert fact not in told_own
+    told_other = claude(deliveries("cc-other")[1])["hookSpecificOutput"]["additionalContext"]
+    assert fact in told_other

@@ -1,6 +1,6 @@
 """Isolation probes for the insights endpoints (project_id comes from the tenants probes)."""
 
-from tests.isolation import api_param, api_request, world_builder
+from tests.isolation import api_param, api_request, page_param, world_builder
 
 
 @world_builder
@@ -42,3 +42,13 @@ def _apply(world):
 @api_request("POST", "/api/v1/projects/{project_id}/insights/thresholds/{adjustment_id}/revert")
 def _revert(world):
     return {"body": {}}
+
+
+@page_param("proposal_id")
+def _page_proposal_id(world):
+    return world.proposal_a.pk
+
+
+@page_param("adjustment_id")
+def _page_adjustment_id(world):
+    return world.adjustment_a.pk

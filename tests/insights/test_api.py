@@ -141,3 +141,31 @@ def test_a_class_reviewers_reject_is_tightened_until_an_admin_reverts_it(ab_agen
     assert ThresholdAdjustment.objects.get().reverted_at is not None
     assert telemetry.thresholds_tighten(project=alice.project) == []  # (no newer rejections since)
     assert ExperimentPeriod.objects.count() == 0  # (telemetry touches no experiment)
+
+
+def test_the_report_is_one_statement_and_sums_the_sessions_metrics(
+    ab_agent, alice, django_assert_num_queries
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.insights import metrics, selectors
+    from apps.insights.models import SessionMetrics
+
+    populate(ab_agent, 12, tool_call_ratio=0.75)
+    rollups.rollup_run()
+    today = timezone.localdate()
+    with django_assert_num_queries(1):
+        report = selectors.project_insights(
+            project=alice.project, date_from=today - timedelta(days=6), date_to=today
+        )
+    rows = SessionMetrics.objects.filter(project=alice.project).values()
+    for group in ("control", "passive", "full"):
+        mine = [r for r in rows if r["group"] == group]
+        assert report["groups"][group] == len(mine)
+        calls = [metrics.contributions(r)["tool_calls"][1] for r in mine]
+        tool_calls = next(m for m in report["metrics"] if m["key"] == "tool_calls")
+        assert tool_calls[group] == (round(sum(calls) / len(calls), 4) if calls else None)
+    today_row = next(d for d in report["daily"] if d["date"] == today.isoformat())
+    assert sum(today_row[g]["n"] for g in ("control", "passive", "full")) == 12

@@ -365,3 +365,94 @@ def test_what_session_start_offers_counts_once_and_as_applied_in_the_session(age
     assert stored.injected_memory_ids == [recipe.id]
     review = session_review(principal=alice.principal, project=alice.project, session=stored)
     assert [m.id for m in review.applied] == [recipe.id]
+
+
+REFUND_FACTS = [
+    "Refund webhooks retry for a day before giving up",
+    "Refunds post a negative ledger line, never delete the charge",
+    "Refund emails wait for the webhook, not the API answer",
+    "Partial refunds round each line half-even",
+    "Refunds over the charge are refused by the gateway",
+    "Refund reasons are free text the gateway truncates at 500",
+]
+
+
+def _context_ids(
+    agent, session_id: str = "", task: str = "refund webhooks ledger emails gateway"
+) -> list[str]:
+    body = {"phase": "implement", "task": task} | ({"session_id": session_id} if session_id else {})
+    response = agent.client.post(f"projects/{agent.project_id}/context", body)
+    assert response.status_code == 200, response.content
+    return [m["id"] for m in response.json()["memories"]]
+
+
+def test_a_sessions_own_promotions_are_not_served_back_to_it_but_are_to_another(agent):
+    """Partial QA promotes a running session's notes; its /context already serves those notes
+    first, and would have served them again as memories, as if the team knew them."""
+    mine, theirs = agent.open(task="refunds"), agent.open(task="refunds")
+    for unit, fact in enumerate(REFUND_FACTS, start=1):
+        note = {
+            "seq": unit,
+            "type": "record_memory",
+            "step": unit,
+            "memory": {"type": "gotcha", "content": fact},
+        }
+        agent.send(mine["id"], [note])
+        agent.validate(mine["id"], True, work_unit=f"subtask_{unit}")
+    promoted = {str(m.id) for m in memories(session_id=mine["id"])}
+    assert len(promoted) == len(REFUND_FACTS)
+    assert promoted & set(_context_ids(agent, theirs["id"]))  # another session is given them
+    assert promoted & set(_context_ids(agent))  # and so is a call naming no session
+    own = agent.client.post(
+        f"projects/{agent.project_id}/context",
+        {"phase": "implement", "task": "refund webhooks ledger emails gateway", "session_id": mine["id"]},
+    ).json()
+    assert not promoted & {m["id"] for m in own["memories"]}
+    assert own["session_notes"] == len(REFUND_FACTS)  # (its notes, served as its own)
+
+
+def test_what_a_session_stored_itself_is_left_out_until_another_session_reinforces_it(agent, alice):
+    from apps.memories.services import memory_create, memory_reinforce
+    from apps.memories.validation import MemoryDraft
+
+    mine, theirs = agent.open(task="refunds"), agent.open(task="refunds")
+    stored = memory_create(  # (as an agent's `remember` in its session does)
+        project=alice.project,
+        actor=alice.principal,
+        draft=MemoryDraft(type="gotcha", content=REFUND_FACTS[0], confidence=0.9, session_id=mine["id"]),
+    )
+    earlier = memory_create(
+        project=alice.project,
+        actor=alice.principal,
+        draft=MemoryDraft(
+            type="gotcha", content=REFUND_FACTS[1], confidence=0.9, session_id="an-earlier-one"
+        ),
+    )
+    assert str(stored.id) in _context_ids(agent, theirs["id"])
+    served = _context_ids(agent, mine["id"])
+    assert str(stored.id) not in served and str(earlier.id) in served
+    memory_reinforce(memory=stored, actor=alice.principal, session_id=theirs["id"])
+    assert str(stored.id) in _context_ids(agent, mine["id"])  # another session vouched for it
+
+
+def test_step_injection_does_not_hand_a_session_its_own_gotcha(agent, alice):
+    from apps.memories.services import memory_create
+    from apps.memories.validation import MemoryDraft
+
+    mine, theirs = agent.open(), agent.open()
+    memory_create(
+        project=alice.project,
+        actor=alice.principal,
+        draft=MemoryDraft(
+            type="gotcha",
+            content="pricing.py rounds half-even",
+            related_files=["shop/pricing.py"],
+            confidence=0.9,
+            session_id=mine["id"],
+        ),
+    )
+    body = {"step": 6, "files": ["shop/pricing.py"]}
+    own = agent.client.post(f"sessions/{mine['id']}/step-injection", body).json()
+    assert own["injection"] is None
+    other = agent.client.post(f"sessions/{theirs['id']}/step-injection", body).json()
+    assert other["injection"]["type"] == "gotcha_injection" and "half-even" in other["injection"]["content"]

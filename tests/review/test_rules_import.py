@@ -1,7 +1,7 @@
 """Parsing CLAUDE.md / AGENTS.md / .cursorrules into typed rules (pure)."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apps.memories.payloads import validate_payload
@@ -147,7 +147,7 @@ _STEP = st.fixed_dictionaries(
 )
 
 
-@settings(derandomize=True, max_examples=300)
+@settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_STEP, min_size=1, max_size=6))
 def test_any_valid_steps_survive_their_text_form(steps):
     assert parse_steps(steps_text(steps)) == steps

@@ -66,7 +66,7 @@ from apps.memories.search.keyword import (
     weighted_tf,
 )
 from apps.memories.search.packing import citation
-from apps.memories.selectors import memories_visible, relations_seen_by
+from apps.memories.selectors import memories_visible, relations_seen_by, without_session_only
 from apps.memories.validation import clean_paths
 from apps.memories.vectors import distance_expr, nearest, vector_literal
 from apps.tenants.models import Project
@@ -527,7 +527,8 @@ class SearchRequest:
     is asked in, and what may come back (how many, of which types, stale ones or not).
     `query_kind` overrides the detected kind; `as_of` is the moment confidence decays to (now by
     default): the evaluation ranks as of the moment it loaded its set, so how long a run takes
-    cannot move a near-tie."""
+    cannot move a near-tie. `not_from_session` leaves out what that session alone wrote (its
+    promotions and notes): an agent is not handed its own words back as the team's knowledge."""
 
     principal: Principal
     project: Project
@@ -539,6 +540,7 @@ class SearchRequest:
     types: Sequence[str] | None = None
     include_stale: bool = True
     as_of: datetime | None = None
+    not_from_session: str = ""
 
 
 @dataclass(frozen=True)
@@ -586,6 +588,8 @@ def search(request: SearchRequest, stages: Stages = ALL_STAGES) -> SearchResult:
         base = base.filter(type__in=list(types))
     if not request.include_stale:
         base = base.filter(stale_at__isnull=True)
+    if request.not_from_session:
+        base = without_session_only(base, request.not_from_session)
     scope = Scope.of(base)
     clock.lap("prepare")
 

@@ -1,4 +1,5 @@
-"""Writes for memories: create, update, delete, feedback, reinforcement, file moves, access.
+"""Writes for memories: create, update, delete, feedback (and its propagation to related
+memories), reinforcement, file moves, access.
 
 Every write is atomic, scans text for secrets before anything is stored, keeps the keyword
 index and its document frequencies in step, increments `version` (keeping the old text in
@@ -40,6 +41,11 @@ from apps.memories.services.indexing import (
 )
 from apps.memories.services.intake import Intake, memories_take_in
 from apps.memories.services.lifecycle import memories_decay_and_prune
+from apps.memories.services.propagation import (
+    feedback_propagate,
+    propagation_queue,
+    propagations_stranded,
+)
 from apps.memories.services.update import (
     UPDATABLE,
     memory_delete,
@@ -60,6 +66,7 @@ __all__ = [
     "UNPACED_ACCESS_GAP",
     "UPDATABLE",
     "embedding_text",
+    "feedback_propagate",
     "keyword_reindex_ids",
     "memories_create_batch",
     "memories_decay_and_prune",
@@ -80,5 +87,7 @@ __all__ = [
     "memory_reinforce",
     "memory_update",
     "memory_update_with_secrets",
+    "propagation_queue",
+    "propagations_stranded",
     "rebuild_term_stats",
 ]

@@ -18,6 +18,7 @@ from apps.memories.models import (
     MemoryUsage,
 )
 from apps.memories.services.indexing import _announce
+from apps.memories.services.propagation import propagation_queue
 from apps.memories.services.redaction import _redacted_fields
 from apps.memories.services.update import _restart_clock, _save_change, _update, memory_locked
 from apps.tenants.principal import Principal
@@ -53,7 +54,9 @@ def memory_feedback(
     confirm → user_verified, review cleared; correct → new content (old kept in history),
     verified and review cleared (unless the correction held a secret); flag → confidence −0.2
     and needs_review; dispute → disputed (retrieval ×0.8) and needs_review; used / helpful →
-    counters only. All but flag and dispute restart the decay clock.
+    counters only. All but flag and dispute restart the decay clock. Confirm and helpful lift
+    the memories this one validates, flag and dispute lower those derived from it (after the
+    commit: services.propagation).
     """
     kind = FeedbackKind(kind).value
     memory = memory_locked(memory)
@@ -64,7 +67,7 @@ def memory_feedback(
     if kind == FeedbackKind.CONFIRM and for_steward:
         require(actor, memory.organization_id, Perm.MEMORIES_REVIEW)
     clean, _ = _redacted_fields({"note": note, "session_id": session_id}, model=MemoryFeedback)
-    MemoryFeedback.objects.create(
+    given = MemoryFeedback.objects.create(
         organization_id=memory.organization_id,
         memory=memory,
         kind=kind,
@@ -73,6 +76,7 @@ def memory_feedback(
         actor_label=actor.label,
         session_id=clean["session_id"][:100],
     )
+    propagation_queue(feedback=given)  # (on commit: a correction that fails queues nothing)
     if kind in (FeedbackKind.CONFIRM, FeedbackKind.CORRECT, FeedbackKind.USED, FeedbackKind.HELPFUL):
         _restart_clock(memory)  # someone just used or vouched for it: a use, for the decay clock
     if kind == FeedbackKind.CORRECT:
