@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -33,7 +34,6 @@ from apps.observer.services import (
     context_injection_record,
     injection_record,
     load_scratchpad,
-    session_is_control,
 )
 from apps.tenants.models import Project
 from apps.tenants.principal import Principal
@@ -70,13 +70,14 @@ def build_context(
     Each injected memory is recorded as an access: once per session when a running session is
     named (asking again within it hands over nothing new), at every call otherwise."""
     phase_name = universal_phase(phase)
-    if _in_control_group(session_id=session_id, project=project):
+    asking = _asking_session(session_id=session_id, project=project)
+    if asking.control:
         budget, _ = budget_for(phase_name, token_budget)
         return {
             "phase": phase_name, "text": "", "token_count": 0, "token_budget": budget, "memories": [],
             "session_notes": 0, "timings_ms": {}, "control_group": True,
         }  # fmt: skip
-    files = clean_paths(files, session_root(session_id=session_id, project=project))
+    files = clean_paths(files, asking.root)
     if not task.strip() and not files:  # (the files were the session's root alone)
         raise Invalid("Send a task, files, or both.", details={"field": "files"})
     query = task.strip() or " ".join(files)
@@ -110,7 +111,7 @@ def build_context(
         # a disputed memory is still used, at confidence × 0.8
         if (hit.components["confidence"] or 0.0) * (hit.components["dispute"] or 1.0) >= minimum
     ]
-    notes = [n["content"] for n in _served_notes(session_id=session_id or None, project=project)]
+    notes = [n["content"] for n in asking.notes]
     started = time.perf_counter()
     packed = pack(items, phase=phase_name, token_budget=token_budget, notes=notes)
     used = [item.memory_id for item, _ in packed.items]
@@ -143,45 +144,41 @@ def build_context(
     }
 
 
-def _in_control_group(*, session_id: str | None, project: Project) -> bool:
-    """Whether the session is one the A/B test serves no memory."""
-    return bool(session_id) and session_is_control(session_id=session_id, project=project)
+@dataclass(frozen=True)
+class _Asking:
+    """The session a /context call names, as one read of its row gives it: whether the A/B test
+    serves it no memory, the repository root it opened with (the files /context is given are
+    taken relative to it, as the session's own), and, while it runs, its explicit notes that
+    have content (record_memory events, MEMORY: lines), served long before any promotion. All
+    empty where no session of the project is named."""
+
+    control: bool = False
+    root: str = ""
+    notes: tuple[dict[str, Any], ...] = ()
 
 
-def _served_notes(*, session_id: str | None, project: Project) -> list[dict[str, Any]]:
-    """The running session's notes that have content ([] without a session)."""
-    if not session_id:
-        return []
-    try:
-        notes = session_notes(session_id=session_id, project=project) or []
-    except Exception:
-        logger.exception("session_notes failed for session %s", session_id)
-        return []
-    return [n for n in notes if isinstance(n, dict) and n.get("content")]
+# What the scratchpad cache needs of a session row; the scratchpad itself (a long session's is
+# large) is read only when this process holds no copy at the row's stamp.
+_PAD_FIELDS = ("id", "status", "ab_group", "root", "session_type", "checkpoint_batch", "scratchpad_stamp")
 
 
-def session_notes(*, session_id: str, project: Project) -> list[dict[str, Any]]:
-    """Explicit notes of a running session (record_memory events, MEMORY: lines): served by
-    /context and step injection at once, long before any promotion."""
-    as_id = as_uuid(session_id)
-    # (a completed session's notes went to promotion: retrieval serves what became of them)
+def _asking_session(*, session_id: str, project: Project) -> _Asking:
+    as_id = as_uuid(session_id) if session_id else None
     session = (
-        Session.objects.for_project(project).filter(id=as_id, status=SessionStatus.OPEN).first()
-        if as_id
-        else None
+        Session.objects.for_project(project).filter(id=as_id).only(*_PAD_FIELDS).first() if as_id else None
     )
     if session is None:
-        return []
-    return list(load_scratchpad(session).notes)
-
-
-def session_root(*, session_id: str, project: Project) -> str:
-    """The repository root a session of `project` named when it opened ("" for none, or for no
-    such session): /context takes the files it is given relative to it, as the session's own."""
-    as_id = as_uuid(session_id)
-    if not as_id:
-        return ""
-    return Session.objects.for_project(project).filter(id=as_id).values_list("root", flat=True).first() or ""
+        return _Asking()
+    notes: tuple[dict[str, Any], ...] = ()
+    # (a completed session's notes went to promotion: retrieval serves what became of them)
+    if session.status == SessionStatus.OPEN:
+        try:
+            notes = tuple(
+                n for n in load_scratchpad(session).notes if isinstance(n, dict) and n.get("content")
+            )
+        except Exception:
+            logger.exception("session notes could not be read for session %s", session_id)
+    return _Asking(control=session.ab_group == "control", root=session.root or "", notes=notes)
 
 
 # ---------------------------------------------------------------- session start

@@ -669,31 +669,39 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
 # ---------------------------------------------------------------- step injection
 
 
+# Under the session's row lock, the ids not yet recorded (in the order given) are appended; the
+# statement answers them, and no row where the session is not one of the project's open ones.
+_RECORD_CONTEXT_INJECTION = """
+    WITH held AS (
+        SELECT id, injected_memory_ids FROM observer_session
+        WHERE id = %s AND project_id = %s AND status = 'open' FOR UPDATE
+    ), fresh AS (
+        SELECT held.id, ARRAY(
+            SELECT u.m FROM unnest(%s::uuid[]) WITH ORDINALITY AS u(m, n)
+            WHERE NOT u.m = ANY(held.injected_memory_ids) ORDER BY u.n
+        ) AS ids FROM held
+    ), added AS (
+        UPDATE observer_session s SET injected_memory_ids = s.injected_memory_ids || fresh.ids
+        FROM fresh WHERE s.id = fresh.id AND cardinality(fresh.ids) > 0
+    )
+    SELECT ids::text[] FROM fresh
+"""
+
+
 def context_injection_record(
     *, session_id: str | UUID, project: Project, memory_ids: list[UUID] | list[str]
 ) -> list[str] | None:
     """Memories that /context packed for a session of `project` count as applied in it (each
     once). Returns the ids it newly added, or None when the session id is not one of the
-    project's open sessions (which changes nothing)."""
+    project's open sessions (which changes nothing). One statement: it runs on every prompt."""
     as_id = as_uuid(session_id)
     if as_id is None:
         return None
-    with transaction.atomic():
-        session = (
-            Session.objects.select_for_update()
-            .filter(id=as_id, project=project, status=SessionStatus.OPEN)
-            .only("id", "injected_memory_ids")
-            .first()
-        )
-        if session is None:
-            return None
-        seen = {str(i) for i in session.injected_memory_ids}
-        new = [i for i in dict.fromkeys(str(i) for i in memory_ids) if i not in seen]
-        if new:
-            Session.objects.filter(pk=session.pk).update(
-                injected_memory_ids=[*session.injected_memory_ids, *(UUID(i) for i in new)]
-            )
-        return new
+    wanted = list(dict.fromkeys(str(i) for i in memory_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(_RECORD_CONTEXT_INJECTION, [str(as_id), str(project.id), wanted])
+        row = cursor.fetchone()
+    return None if row is None else [str(i) for i in row[0]]
 
 
 def session_is_control(*, session_id: str | UUID, project: Project) -> bool:

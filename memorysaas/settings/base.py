@@ -336,6 +336,9 @@ PRECISION_MODEL = (env_str("PRECISION_MODEL") or "all-mpnet-base-v2").strip().lo
 # process's first search, while the model loads; a query takes ~30 ms). None: as long as it takes
 # (eval_retrieval measures the ranking, not a busy machine's timing).
 PRECISION_QUERY_WAIT_SECONDS = 1.0
+# Queries (not memories) are embedded by the precision model's int8 copy (quantized.py): about a
+# third of the float graph's CPU time, made once from the float graph on disk.
+PRECISION_QUERY_INT8 = env_bool("PRECISION_QUERY_INT8", True)
 # The web server loads both local models on a thread of its own as it starts (memorysaas.asgi).
 MODELS_WARM_AT_START = env_bool("MODELS_WARM_AT_START", True)
 

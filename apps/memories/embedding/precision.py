@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
-from apps.memories.embedding import onnx_runtime
+from apps.memories.embedding import onnx_runtime, quantized
 from apps.memories.embedding.providers import _normalise
 
 logger = logging.getLogger(__name__)
@@ -164,19 +164,34 @@ def _load(directory: str, runtime: str, threads: int):
     return model, None
 
 
-def loaded():
-    """The loaded model and encoder; raises ModelUnavailable (at once, for RETRY_SECONDS after a
-    failure, which is logged once) where it cannot be had."""
+@cache
+def _load_for_queries(directory: str, runtime: str, threads: int, int8: bool):
+    """As _load, for queries: the graph's checked int8 copy (quantized.py) where `int8` and it
+    can be had, loaded without the float graph where that is kept; else what _load gives."""
+    if runtime == "torch" or not int8:
+        return _load(directory, runtime, threads)
+    path = model_dir(Path(directory))
+    graph = onnx_runtime.graph_path(path, Path(directory), "mpnet", WEIGHTS_SHA256)
+    if not onnx_runtime.probe_path(graph).exists():
+        _load(directory, runtime, threads)  # (traces and checks the float graph, keeping its probe)
+    if graph.exists():
+        fast = quantized.load(graph, "mpnet", threads, onnx_runtime.Tokenizer(path))
+        if fast is not None:
+            return None, fast
+    return _load(directory, runtime, threads)
+
+
+def loaded(*, queries: bool = False):
+    """The loaded model and encoder (for queries: PRECISION_QUERY_INT8's choice); raises
+    ModelUnavailable (at once, for RETRY_SECONDS after a failure, which is logged once) where
+    it cannot be had."""
     global _failed_at
     if _recently_failed():
         raise ModelUnavailable("it failed to load less than RETRY_SECONDS ago (logged then)")
+    where = (settings.EMBEDDING_ONNX_DIR, settings.EMBEDDING_LOCAL_RUNTIME, settings.EMBEDDING_TORCH_THREADS)
     with _LOAD_LOCK:
         try:
-            return _load(
-                settings.EMBEDDING_ONNX_DIR,
-                settings.EMBEDDING_LOCAL_RUNTIME,
-                settings.EMBEDDING_TORCH_THREADS,
-            )
+            return _load_for_queries(*where, settings.PRECISION_QUERY_INT8) if queries else _load(*where)
         except Exception as exc:
             _failed_at = time.monotonic()
             logger.warning(
@@ -191,17 +206,22 @@ def _recently_failed() -> bool:
 
 class LocalMPNet:
     """An embedding provider (embeddings.EmbeddingProvider) for the precision stage alone: its
-    vectors are cached like any model's (keyed by its model id) and never enter the dense path."""
+    vectors are cached like any model's (keyed by its model id) and never enter the dense path.
+    `queries`: it embeds search queries, with the int8 copy of the graph where configured
+    (memories are always embedded with the float graph)."""
 
     model_id = MODEL_ID
     dimensions = DIMENSIONS
     matryoshka = False
     late_interaction = False
 
+    def __init__(self, *, queries: bool = False) -> None:
+        self.queries = queries
+
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        model, encoder = loaded()
+        model, encoder = loaded(queries=self.queries)
         rows = []
         for text in texts:
             if encoder is None:
@@ -215,6 +235,7 @@ class LocalMPNet:
 
 
 _PROVIDER = LocalMPNet()
+_QUERIES = LocalMPNet(queries=True)
 _pools: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child starts its own thread
 
 
@@ -235,8 +256,8 @@ def warm_in_background() -> threading.Thread | None:
 
         try:
             LocalMiniLM().embed(["warm up"])
-            if provider() is not None:
-                _PROVIDER.embed(["warm up"])
+            if provider() is not None:  # (what a search uses: the web server embeds no memory)
+                _QUERIES.embed(["warm up"])
         except Exception:  # (each failure is logged where it happens; searches go on without)
             logger.warning("warming the local models failed", exc_info=True)
 
@@ -256,13 +277,18 @@ def unpack(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=np.float32)
 
 
+def embed_query(text: str) -> np.ndarray:
+    """A query's vector by the precision model, from the query cache where it is."""
+    from apps.memories.embedding.providers import embed_query
+
+    return embed_query(text, _QUERIES)
+
+
 def query_vectors_later(texts: list[str]) -> Future:
     """The texts' vectors, embedded on the precision thread while the search's paths run (a
     query's ~30 ms then overlaps the paths' time); the future's result is a list of vectors, or
     raises what embedding raised."""
-    from apps.memories.embedding.providers import embed_query
-
     pid = os.getpid()
     if pid not in _pools:
         _pools[pid] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="precision")
-    return _pools[pid].submit(lambda: [embed_query(text, _PROVIDER) for text in texts])
+    return _pools[pid].submit(lambda: [embed_query(text) for text in texts])

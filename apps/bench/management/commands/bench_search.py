@@ -325,14 +325,14 @@ class Command(BaseCommand):
         started = time.perf_counter()
         embed_times, second_times = [], []
         vectors = []
-        second = precision.provider() if provider.late_interaction else None
+        second = provider.late_interaction and precision.provider() is not None
         for text, _files in queries:
             t0 = time.perf_counter()
             vectors.append(embed_query(text, provider))
             embed_times.append((time.perf_counter() - t0) * 1000)
-            if second is not None:  # the context's rerank takes it from the query cache too
+            if second:  # the context's rerank takes it from the query cache too
                 t0 = time.perf_counter()
-                embed_query(text, second)
+                precision.embed_query(text)
                 second_times.append((time.perf_counter() - t0) * 1000)
         self.say(f"embedded {count} queries in {time.perf_counter() - started:.1f}s")
         dims = len(vectors[0])
