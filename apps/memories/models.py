@@ -172,7 +172,10 @@ class Memory(models.Model):
     stale_at = models.DateTimeField(null=True, blank=True)
     # Why: a file coming back makes a memory stale for its deletion fresh again, not one whose
     # files changed since it was learned.
-    stale_reason = models.CharField(max_length=24, choices=StaleReason.choices, blank=True, default="")
+    # A default in the database too: the bulk paths insert rows in SQL without naming every column.
+    stale_reason = models.CharField(
+        max_length=24, choices=StaleReason.choices, blank=True, default="", db_default=""
+    )
     disputed = models.BooleanField(default=False)
 
     chunk_type = models.CharField(max_length=12, choices=ChunkType.choices, blank=True)

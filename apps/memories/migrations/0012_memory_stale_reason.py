@@ -18,6 +18,7 @@ class Migration(migrations.Migration):
                     ("changed_since_commit", "Related files changed since its commit"),
                 ],
                 default="",
+                db_default="",
                 max_length=24,
             ),
         ),
