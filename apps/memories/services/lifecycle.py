@@ -162,7 +162,7 @@ def _deletable(project: Project | None, now: datetime) -> QuerySet[Memory]:
     return qs.filter(project=project) if project is not None else qs
 
 
-def prune_plan(*, project: Project | None = None, now: datetime | None = None) -> dict[str, list]:
+def _prune_plan(*, project: Project | None = None, now: datetime | None = None) -> dict[str, list]:
     """Each rule's candidates (memory ids), a memory under the first rule that names it; and
     the deletions, under `DELETE_RULE`."""
     now = now or timezone.now()
@@ -221,7 +221,7 @@ def memories_decay_and_prune(
 
     now = now or timezone.now()
     with transaction.atomic():
-        plan = prune_plan(project=project, now=now)
+        plan = _prune_plan(project=project, now=now)
         retired = {rule.name: _retire(plan[rule.name], now) for rule in RETIRE_RULES}
         deleted = _delete(project, plan[DELETE_RULE], now)
         evicted = EmbeddingCache.objects.filter(expires_at__lt=now).delete()[0] if project is None else 0
@@ -242,7 +242,7 @@ def prune_preview(
     """What the next pass would retire and delete in `project`, rule by rule, changing nothing:
     each rule's count and its first `limit` memories, the oldest first."""
     now = now or timezone.now()
-    plan = prune_plan(project=project, now=now)
+    plan = _prune_plan(project=project, now=now)
     descriptions = {rule.name: rule.description for rule in RETIRE_RULES} | {DELETE_RULE: DELETE_DESCRIPTION}
     rules = []
     for name, ids in plan.items():
