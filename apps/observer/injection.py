@@ -266,7 +266,7 @@ def start_context(*, session: Session, principal: Principal, files: list[str]) -
 
 def _modules_in_play(session: Session, files: list[str]) -> list[str]:
     if files:
-        return list(dict.fromkeys(text_rules.module_of(f) for f in files))[:10]
+        return text_rules.modules_of(files, 10)
     words = {w for w in analyze(session.task).words.split() if len(w) > 2} if session.task else set()
     if not words:
         return []

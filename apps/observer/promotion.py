@@ -429,7 +429,7 @@ def outcome_candidate(session: Session, pad: Scratchpad) -> Candidate | None:
         data=data,
         confidence=0.8,
         files=edited[:20],
-        modules=list(dict.fromkeys(text_rules.module_of(p) for p in edited))[:10],
+        modules=text_rules.modules_of(edited, 10),
         payload={
             "outcome": data["outcome"],
             "steps": steps,

@@ -414,7 +414,7 @@ class Scratchpad:
     def modules(self) -> list[str]:
         """Modules this session worked in: of edited files, else of every file accessed."""
         paths = self.edited() or list(self.files)
-        return list(dict.fromkeys(text_rules.module_of(p) for p in paths))
+        return text_rules.modules_of(paths)
 
     def recent_files(self, steps: int = 5) -> list[str]:
         floor = self.step - steps

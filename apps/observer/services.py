@@ -586,7 +586,7 @@ def session_finalize(session_id: UUID | str) -> promotion.Result | None:
             signals if validated is not False else [s for s in signals if s.kind in promotion.OUTCOME_BLIND]
         )
         stats = promotion.update_stats(project_id=session.project_id, session=session, signals=counted)
-        modules = list(dict.fromkeys(text_rules.module_of(p) for p in pad.files))[:20]
+        modules = text_rules.modules_of(pad.files, 20)
         result.module_counts = promotion.update_module_stats(
             project_id=session.project_id, modules=modules, success=success
         )

@@ -167,6 +167,11 @@ def module_of(path: str) -> str:
     return "/".join(parts[:2])[:MODULE_LENGTH] if parts else "."
 
 
+def modules_of(paths, limit: int | None = None) -> list[str]:
+    """The modules of `paths`, each once, in the order first seen (the first `limit` of them)."""
+    return list(dict.fromkeys(module_of(p) for p in paths))[:limit]
+
+
 def config_kind(path: str) -> str | None:
     name = path.rsplit("/", 1)[-1].lower()
     if name in CONFIG_NAMES:
