@@ -2,15 +2,18 @@
 of every (project, experiment period, day, group) those sessions touched.
 
 Incremental: a run reads only sessions finalized since the last run (less a margin, for a
-finalize that committed late with an earlier timestamp) that have no metrics row yet. Rerunning
-changes nothing: metrics rows are inserted once, and a day's sums are recomputed whole from them.
+finalize that committed late with an earlier timestamp) that have no metrics row yet, and adds
+their figures to the sums of the days they fall on: its work grows with the new sessions, not
+with the days' totals. Rerunning changes nothing: a session gets its metrics row once, and its
+figures go into the sums in the same transaction (runs take turns on the cursor row, so no two
+runs add the same session).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -102,9 +105,9 @@ def rollup_run(*, batch: int = BATCH) -> RunResult:
                 rows = db.fetchall()
             if not rows:
                 return result
-            keys = _store_metrics(rows)
+            added = _store_metrics(rows)
             result.sessions += len(rows)
-            result.days += _recompute_days(keys)
+            result.days += _add_to_days(added)
             newest = max(row[5] for row in rows)
             if cursor.finalized_after is None or newest > cursor.finalized_after:
                 cursor.finalized_after = newest
@@ -123,9 +126,10 @@ def _locked_cursor() -> RollupCursor:
     return cursor
 
 
-def _store_metrics(rows: list[tuple]) -> set[tuple]:
-    """Insert the sessions' metrics rows; returns the (project, period, day, group) keys touched."""
-    objects, keys = [], set()
+def _store_metrics(rows: list[tuple]) -> dict[tuple, _Sums]:
+    """Insert the sessions' metrics rows; returns their figures summed by the (organization,
+    project, period, day, group) they fall on."""
+    objects, added = [], defaultdict(_Sums)
     for (sid, org_id, project_id, group, started_at, finalized_at, phase, tool_calls, rereads, first,
          reentries, tokens, planned, steps, injected, used, corrected, types, period_id) in rows:  # fmt: skip
         if isinstance(tokens, str):
@@ -139,6 +143,7 @@ def _store_metrics(rows: list[tuple]) -> set[tuple]:
         )  # fmt: skip
         day = timezone.localdate(started_at)
         group = ab.canonical(group)
+        values = metrics.session_values(raw)
         objects.append(
             SessionMetrics(
                 session_id=sid,
@@ -150,51 +155,57 @@ def _store_metrics(rows: list[tuple]) -> set[tuple]:
                 phase=phase,
                 finalized_at=finalized_at,
                 injected_types=types or {},
-                **metrics.session_values(raw),
+                **values,
             )  # fmt: skip
         )
-        keys.add((org_id, project_id, period_id, day, group))
-    SessionMetrics.objects.bulk_create(objects, ignore_conflicts=True, batch_size=1000)
-    return keys
+        added[(org_id, project_id, period_id, day, group)].add(values)
+    SessionMetrics.objects.bulk_create(objects, batch_size=1000)
+    return added
 
 
-_FIELDS = ("tool_calls", "rereads", "qa_first_pass", "dead_end_reentry", "tokens", "steps_over_plan",
-           "injected", "used", "corrected")  # fmt: skip
+@dataclass
+class _Sums:
+    """One day's figures for one group: sessions, and per metric [n, sum, sum of squares]."""
+
+    sessions: int = 0
+    sums: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, values: dict[str, Any]) -> None:
+        self.sessions += 1
+        for name, (n, value) in metrics.contributions(values).items():
+            acc = self.sums.setdefault(name, [0.0, 0.0, 0.0])
+            acc[0] += n
+            acc[1] += value
+            acc[2] += value * value
+
+    def merge(self, sessions: int, sums: dict[str, list[float]]) -> None:
+        self.sessions += sessions
+        for name, (n, total, squares) in sums.items():
+            acc = self.sums.setdefault(name, [0.0, 0.0, 0.0])
+            acc[0] += n
+            acc[1] += total
+            acc[2] += squares
 
 
-def _recompute_days(keys: set[tuple]) -> int:
-    """Each key's daily sums, recomputed whole from its sessions' metrics rows."""
-    by_project: dict[Any, set[tuple]] = defaultdict(set)
-    for org_id, project_id, period_id, day, group in keys:
-        by_project[(org_id, project_id)].add((period_id, day, group))
-    written = 0
-    for (org_id, project_id), wanted in by_project.items():
-        days = {day for _, day, _ in wanted}
-        sums: dict[tuple, dict[str, list[float]]] = {k: {} for k in wanted}
-        sessions: dict[tuple, int] = defaultdict(int)
-        rows = SessionMetrics.objects.filter(project_id=project_id, day__in=days).values_list(
-            "period_id", "day", "group", *_FIELDS
-        )
-        for period_id, day, group, *values in rows:
-            key = (period_id, day, group)
-            if key not in sums:
-                continue
-            sessions[key] += 1
-            into = sums[key]
-            for name, (n, value) in metrics.contributions(dict(zip(_FIELDS, values, strict=True))).items():
-                acc = into.setdefault(name, [0.0, 0.0, 0.0])
-                acc[0] += n
-                acc[1] += value
-                acc[2] += value * value
-        DailyRollup.objects.bulk_create(
-            [
-                DailyRollup(organization_id=org_id, project_id=project_id, period_id=period_id, day=day, group=group,
-                            sessions=sessions[(period_id, day, group)], sums=into)
-                for (period_id, day, group), into in sums.items()
-            ],
-            update_conflicts=True,
-            unique_fields=["project", "period", "day", "group"],
-            update_fields=["sessions", "sums"],
-        )  # fmt: skip
-        written += len(sums)
-    return written
+def _add_to_days(added: dict[tuple, _Sums]) -> int:
+    """Add the new sessions' figures to their days' sums; returns how many day rows were written."""
+    projects = {project_id for _, project_id, _, _, _ in added}
+    days = {day for _, _, _, day, _ in added}
+    by_row = {key[1:]: total for key, total in added.items()}  # (the organization follows the project)
+    current = DailyRollup.objects.filter(project_id__in=projects, day__in=days).values_list(
+        "project_id", "period_id", "day", "group", "sessions", "sums"
+    )
+    for project_id, period_id, day, group, sessions, sums in current:
+        if (project_id, period_id, day, group) in by_row:
+            by_row[(project_id, period_id, day, group)].merge(sessions, sums)
+    DailyRollup.objects.bulk_create(
+        [
+            DailyRollup(organization_id=org_id, project_id=project_id, period_id=period_id, day=day, group=group,
+                        sessions=total.sessions, sums=total.sums)
+            for (org_id, project_id, period_id, day, group), total in added.items()
+        ],
+        update_conflicts=True,
+        unique_fields=["project", "period", "day", "group"],
+        update_fields=["sessions", "sums"],
+    )  # fmt: skip
+    return len(added)

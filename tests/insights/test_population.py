@@ -70,3 +70,23 @@ def test_no_effect_gives_an_interval_around_zero_that_is_not_called_significant(
     calls = metric(ab_agent.client.get(f"projects/{alice.project.id}/insights").json(), "tool_calls")
     assert calls["enough"] and not calls["significant"]
     assert calls["interval"][0] <= 0 <= calls["interval"][1]
+
+
+def test_runs_that_add_a_few_sessions_at_a_time_sum_to_the_sessions_figures(ab_agent, alice):
+    from apps.insights import metrics
+
+    split_evenly_enough(ab_agent, alice)
+    populate(ab_agent, 30, tool_call_ratio=0.75)
+    assert rollups.rollup_run(batch=4).sessions == 30  # (eight runs' worth, each adding to today's sums)
+    populate(ab_agent, 7, tool_call_ratio=0.75)
+    assert rollups.rollup_run(batch=4).sessions == 7
+
+    expected: dict[tuple, dict[str, list[float]]] = {}
+    for row in SessionMetrics.objects.filter(project=alice.project).values():
+        into = expected.setdefault((row["period_id"], row["day"], row["group"]), {})
+        for name, (n, value) in metrics.contributions(row).items():
+            acc = into.setdefault(name, [0.0, 0.0, 0.0])
+            acc[0], acc[1], acc[2] = acc[0] + n, acc[1] + value, acc[2] + value * value
+    rollup_rows = DailyRollup.objects.filter(project=alice.project)
+    assert {(r.period_id, r.day, r.group): r.sums for r in rollup_rows} == expected
+    assert sum(r.sessions for r in rollup_rows) == 37
