@@ -1,5 +1,6 @@
 """When the database cannot be reached, the API says so quickly: a 503 in the error envelope with
-Retry-After, not a 500 and not a request hanging for the pool's old 30 s. A real daphne (its
+Retry-After, not a 500 and not a request hanging for the pool's old 30 s (and a dashboard page
+answers a 503 page that retries). A real daphne (its
 connections from the pool, as production runs) is pointed at an address where no database
 listens."""
 
@@ -84,3 +85,31 @@ def test_readiness_fails_and_liveness_holds_when_the_database_is_unreachable(ser
     alive = httpx.get(f"{server_without_database}/livez", timeout=30)
     assert alive.status_code == 200
     assert alive.json() == {"status": "alive"}
+
+
+def test_a_dashboard_page_says_the_database_is_away_with_a_503_that_retries(server_without_database):
+    # (a signed-in browser: its session is looked up in the database)
+    response = httpx.get(f"{server_without_database}/", cookies={"sessionid": "x" * 32}, timeout=30)
+    assert response.status_code == 503, response.text[:500]
+    assert int(response.headers["Retry-After"]) > 0
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert "cannot reach its database" in response.text
+    assert 'http-equiv="refresh"' in response.text
+    assert response.headers["X-Request-ID"] in response.text  # (the reference that finds the log lines)
+
+
+def test_any_other_failure_of_a_dashboard_page_is_a_plain_500_page_with_its_reference(rf):
+    from memorysaas.errorpages import server_error
+    from memorysaas.kernel import requestid
+
+    token = requestid.current.set("req-1234")
+    try:
+        try:
+            raise ValueError("a bug")
+        except ValueError:
+            response = server_error(rf.get("/"))
+    finally:
+        requestid.current.reset(token)
+    assert response.status_code == 500
+    assert "Something went wrong" in response.content.decode() and "req-1234" in response.content.decode()
+    assert not response.has_header("Retry-After")
