@@ -17,17 +17,21 @@ static/js/app.js turns these messages into DOM events (`live-any`, `live-memory`
 
 from __future__ import annotations
 
+import io
 from uuid import UUID
 
 from channels.auth import get_user
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.core.handlers.asgi import ASGIRequest
 from django.utils import timezone
 
+from memorysaas.kernel.errors import ApiError
 from memorysaas.kernel.realtime import project_group, session_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_RATE_LIMITED = 4429
 
 
 def _bearer(scope) -> str | None:
@@ -40,13 +44,19 @@ def _bearer(scope) -> str | None:
 
 @database_sync_to_async
 def _principal(scope):
+    """The caller, or None; ApiError 429 when its address has presented too many failing keys.
+    A key is checked by the API's own authentication, so a key guessed over a socket spends the
+    same failed-authentication budget as one guessed over HTTP."""
+    from apps.tenants.auth import principal_auth
     from apps.tenants.principal import Principal
-    from apps.tenants.services import api_key_authenticate
 
-    raw = _bearer(scope)
-    if raw:
-        api_key = api_key_authenticate(raw)
-        return Principal.for_api_key(api_key) if api_key is not None else None
+    if _bearer(scope) is not None:
+        try:
+            return principal_auth(ASGIRequest({**scope, "method": "GET"}, io.BytesIO()))
+        except ApiError as error:
+            if error.status == 429:
+                raise
+            return None
     user = scope.get("user")
     if user is not None and user.is_authenticated:
         return Principal.for_user(user)
@@ -71,7 +81,11 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
     key_expires_at = None  # when the caller's API key stops working (no event reaches it after)
 
     async def connect(self) -> None:
-        principal = await _principal(self.scope)
+        try:
+            principal = await _principal(self.scope)
+        except ApiError:  # (its address is locked out: no key it sends is looked at)
+            await self.close(code=CLOSE_RATE_LIMITED)
+            return
         if principal is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return

@@ -488,3 +488,33 @@ def test_the_redis_layer_waits_longer_than_its_blocking_pop():
     layer = RedisChannelLayer(hosts=redis_channel_hosts("redis://127.0.0.1:6379/0"))
     pool = layer.create_pool(0)  # (makes no connection)
     assert pool.connection_kwargs["socket_timeout"] > layer.brpop_timeout
+
+
+def test_keys_guessed_over_a_socket_spend_the_addresss_failed_authentication_budget(alice, settings):
+    async_to_sync(_keys_guessed_over_a_socket_spend_the_budget)(alice, settings)
+
+
+async def _keys_guessed_over_a_socket_spend_the_budget(alice, settings):
+    from memorysaas.consumers import CLOSE_RATE_LIMITED
+
+    settings.RATE_LIMIT_ENABLED, settings.RATE_LIMIT_STORE = True, "postgres"
+    settings.RATE_LIMIT_FAILED_AUTH_BURST, settings.RATE_LIMIT_FAILED_AUTH_PER_MINUTE = 2, 1
+    attacker = (b"x-forwarded-for", b"203.0.113.66")  # (behind the loopback proxy the test stands for)
+
+    async def attempt(key: str, address=attacker) -> int | None:
+        communicator = _communicator(alice.project.id, (b"authorization", f"Bearer {key}".encode()), address)
+        communicator.scope["client"] = ("127.0.0.1", 50000)
+        connected, code = await communicator.connect()
+        if connected:
+            await communicator.disconnect()
+        return None if connected else code
+
+    guessed = f"msk_{uuid.uuid4().hex[:8]}_{uuid.uuid4().hex}{uuid.uuid4().hex[:8]}"
+    assert [await attempt(guessed), await attempt("not-a-key")] == [CLOSE_UNAUTHENTICATED] * 2
+    assert await attempt(alice.key) == CLOSE_RATE_LIMITED  # (out of budget: even a good key)
+    # Over HTTP the same address is out of budget too; another address is not.
+    response = await sync_to_async(Client().get)(
+        "/api/v1/me", HTTP_AUTHORIZATION=f"Bearer {alice.key}", HTTP_X_FORWARDED_FOR="203.0.113.66"
+    )
+    assert response.status_code == 429
+    assert await attempt(alice.key, (b"x-forwarded-for", b"198.51.100.7")) is None
