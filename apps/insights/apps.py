@@ -28,7 +28,7 @@ class InsightsConfig(AppConfig):
         # Every 5 minutes: the sessions finalized since the last run (incremental; a rerun
         # changes nothing). Daily: phase-weight proposals and threshold tightening.
         register_schedule("insights.rollup", "apps.insights.tasks.rollup_task", "I", minutes=5, lane="bulk")
-        register_schedule("insights.learning", "apps.insights.tasks.learning_task", "D")
+        register_schedule("insights.learning", "apps.insights.tasks.learning_task", "D", lane="bulk")
         register_sink(store_samples)
         # Today's health snapshot of every project, rewritten each hour (the charts' history);
         # nobody waits for it, so it runs on the bulk lane.
