@@ -23,8 +23,7 @@ from django.conf import settings
 from apps.memories.models import Memory
 from apps.observer.models import Session
 from tests.agents.recorded import deliveries, events_of
-from tests.e2e.conftest import start_daphne, stop
-from tests.processes import database_url, free_port
+from tests.e2e.conftest import HASHING_EMBEDDINGS, daphne_of_test_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,22 +37,8 @@ TASKS = [
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        url = database_url()
-    port = free_port()
-    process = start_daphne(
-        port,
-        {
-            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
-            "DATABASE_URL": url,
-            "SECRET_KEY": settings.SECRET_KEY,
-            "DB_CONN_MAX_AGE": "0",
-            "EMBEDDING_PROVIDER": "hashing",
-            "EMBEDDING_DIMENSIONS": "384",
-        },
-    )
-    yield f"http://127.0.0.1:{port}"
-    stop(process)
+    with daphne_of_test_database(django_db_blocker, **HASHING_EMBEDDINGS) as url:
+        yield url
 
 
 @pytest.fixture

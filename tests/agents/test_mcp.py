@@ -20,7 +20,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-from django.conf import settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -37,11 +36,10 @@ from apps.tenants.principal import Principal
 from apps.tenants.roles import Role
 from memorysaas.kernel.errors import RateLimited
 from tests import isolation
-from tests.e2e.conftest import start_daphne, stop
+from tests.e2e.conftest import HASHING_EMBEDDINGS, daphne_of_test_database
 from tests.factories import ProjectFactory
 from tests.isolation import World
 from tests.memories.factories import make_memory
-from tests.processes import database_url, free_port
 
 TOOLS = {
     "list_projects",
@@ -59,22 +57,8 @@ MODES = ["legacy", "auto"]
 @pytest.fixture(scope="module")
 def mcp_url(django_db_setup, django_db_blocker):
     """A daphne serving the whole ASGI application (MCP included) on the test database."""
-    with django_db_blocker.unblock():
-        url = database_url()
-    port = free_port()
-    process = start_daphne(
-        port,
-        {
-            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
-            "DATABASE_URL": url,
-            "SECRET_KEY": settings.SECRET_KEY,
-            "DB_CONN_MAX_AGE": "0",
-            "EMBEDDING_PROVIDER": "hashing",
-            "EMBEDDING_DIMENSIONS": "384",
-        },
-    )
-    yield f"http://127.0.0.1:{port}/mcp"
-    stop(process)
+    with daphne_of_test_database(django_db_blocker, **HASHING_EMBEDDINGS) as url:
+        yield f"{url}/mcp"
 
 
 def with_client(url: str, key: str, work: Callable[[Client], Awaitable[Any]], *, mode: str = "legacy") -> Any:

@@ -6,24 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
-from tests.e2e.conftest import start_daphne, stop
+from tests.e2e.conftest import HASHING_EMBEDDINGS, daphne_env, start_daphne, stop
 from tests.processes import database_url, free_port
 
 
-def daphne_env(url: str) -> dict[str, str]:
-    return {
-        "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
-        "DATABASE_URL": url,
-        "SECRET_KEY": settings.SECRET_KEY,
-        "DB_CONN_MAX_AGE": "0",
-        "EMBEDDING_PROVIDER": "hashing",
-        "EMBEDDING_DIMENSIONS": "384",
-        "RATE_LIMIT_ENABLED": "0",
-        "MODELS_WARM_AT_START": "0",
-        "DEVICE_FLOW_INTERVAL": "1",
-    }
+def clients_daphne_env(url: str) -> dict[str, str]:
+    return daphne_env(
+        url, **HASHING_EMBEDDINGS, RATE_LIMIT_ENABLED="0", MODELS_WARM_AT_START="0", DEVICE_FLOW_INTERVAL="1"
+    )
 
 
 @pytest.fixture
@@ -34,7 +25,7 @@ def server(django_db_setup, django_db_blocker, transactional_db, settings) -> It
     with django_db_blocker.unblock():
         url = database_url()
     port = free_port()
-    process = start_daphne(port, daphne_env(url))
+    process = start_daphne(port, clients_daphne_env(url))
     yield {"url": f"http://127.0.0.1:{port}", "process": process}
     stop(process)
 

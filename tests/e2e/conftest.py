@@ -17,6 +17,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -46,6 +47,34 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.browser)
+
+
+HASHING_EMBEDDINGS = {"EMBEDDING_PROVIDER": "hashing", "EMBEDDING_DIMENSIONS": "384"}
+
+
+def daphne_env(database: str, **extra: str) -> dict[str, str]:
+    """What a daphne of the test database starts with (test settings: tasks run inline), and
+    `extra` over it."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
+        "DATABASE_URL": database,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DB_CONN_MAX_AGE": "0",
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def daphne_of_test_database(django_db_blocker, **extra: str) -> Iterator[str]:
+    """A daphne serving the test database: its URL, for as long as the block runs."""
+    with django_db_blocker.unblock():
+        database = database_url()
+    port = free_port()
+    process = start_daphne(port, daphne_env(database, **extra))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
 
 
 def start_daphne(port: int, env: dict[str, str]) -> subprocess.Popen:
@@ -83,20 +112,8 @@ def stop(process: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def live_url(django_db_setup, django_db_blocker):
     """A daphne serving the app on the test database (test settings: tasks run inline)."""
-    with django_db_blocker.unblock():
-        url = database_url()
-    port = free_port()
-    process = start_daphne(
-        port,
-        {
-            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
-            "DATABASE_URL": url,
-            "SECRET_KEY": settings.SECRET_KEY,
-            "DB_CONN_MAX_AGE": "0",
-        },
-    )
-    yield f"http://127.0.0.1:{port}"
-    stop(process)
+    with daphne_of_test_database(django_db_blocker) as url:
+        yield url
 
 
 @pytest.fixture(scope="package")

@@ -11,10 +11,9 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import session_cookie, start_daphne, stop
+from tests.e2e.conftest import HASHING_EMBEDDINGS, daphne_of_test_database, session_cookie
 from tests.memories.conftest import _FakeOpenAI
 from tests.memories.factories import make_memory
-from tests.processes import database_url, free_port
 
 
 @pytest.fixture(autouse=True)
@@ -36,25 +35,14 @@ def fake_llm():
 
 @pytest.fixture(scope="module")
 def llm_url(django_db_setup, django_db_blocker, fake_llm):
-    with django_db_blocker.unblock():
-        url = database_url()
-    port = free_port()
-    process = start_daphne(
-        port,
-        {
-            "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
-            "DATABASE_URL": url,
-            "SECRET_KEY": settings.SECRET_KEY,
-            "DB_CONN_MAX_AGE": "0",
-            "EMBEDDING_PROVIDER": "hashing",
-            "EMBEDDING_DIMENSIONS": "384",
-            "OPENAI_API_KEY": "test-openai-key",
-            "OPENAI_BASE_URL": fake_llm,
-            "SEARCH_HYDE": "0",  # (the fake answers every chat alike: only Ask's own call here)
-        },
-    )
-    yield f"http://127.0.0.1:{port}"
-    stop(process)
+    with daphne_of_test_database(
+        django_db_blocker,
+        **HASHING_EMBEDDINGS,
+        OPENAI_API_KEY="test-openai-key",
+        OPENAI_BASE_URL=fake_llm,
+        SEARCH_HYDE="0",  # (the fake answers every chat alike: only Ask's own call here)
+    ) as url:
+        yield url
 
 
 @pytest.fixture

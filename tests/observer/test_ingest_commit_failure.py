@@ -18,14 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from apps.memories.models import Memory
 from apps.observer import services
 from apps.observer.models import EventBatch, Session
 from apps.observer.traces import Trace
-from tests.e2e.conftest import start_daphne, stop
+from tests.e2e.conftest import daphne_env, start_daphne, stop
 from tests.processes import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,13 +46,7 @@ def web(django_db_setup, django_db_blocker) -> Iterator[tuple[str, str]]:
     """Two daphne processes serving the test database, as nginx's two upstreams would."""
     with django_db_blocker.unblock():
         url = database_url()
-    env = {
-        "DJANGO_SETTINGS_MODULE": "memorysaas.settings.test",
-        "DATABASE_URL": url,
-        "SECRET_KEY": settings.SECRET_KEY,
-        "DB_CONN_MAX_AGE": "0",
-        "EMBEDDING_PROVIDER": "hashing",
-    }
+    env = daphne_env(url, EMBEDDING_PROVIDER="hashing")
     ports = [free_port(), free_port()]
     processes = []
     try:
