@@ -33,6 +33,24 @@ def run(
     )
 
 
+def key_env(url: str, person, scopes: list[str]) -> dict[str, str]:
+    """A CI job's environment: the server, and a key of the person's project with `scopes`."""
+    from apps.tenants import services
+
+    _, key = services.api_key_create(
+        organization=person.org, actor=person.principal, name="ci", scopes=scopes, project=person.project
+    )
+    return {"MEMORYSAAS_URL": url, "MEMORYSAAS_KEY": key, "MEMORYSAAS_PROJECT": str(person.project.id)}
+
+
+def git(repo: Path, *args: str) -> str:
+    """git in `repo`, as someone with a name and an email; its output."""
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo, check=True, capture_output=True
+    )
+    return done.stdout.decode().strip()
+
+
 def approve(url: str, person, user_code: str) -> None:
     """What the person does in the browser: open /device with the code, approve into their project."""
     with httpx.Client(

@@ -10,13 +10,11 @@ and, with the server stopped, searches the offline replica.
 from __future__ import annotations
 
 import stat
-import subprocess
 
 from apps.graph.models import IndexJob
 from apps.memories.models import Memory
-from apps.tenants import services as tenant_services
 from apps.tenants.models import Device
-from tests.clients.cli import login, run
+from tests.clients.cli import git, key_env, login, run
 from tests.e2e.conftest import stop
 
 
@@ -78,20 +76,8 @@ def test_commands_without_a_login_say_how_to_log_in(home):
     assert missing.returncode == 1 and "memorysaas login" in missing.stderr
 
 
-def git(repo, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
 def test_index_sends_the_whole_tree_then_only_what_changed(server, home, tmp_path, alice):
-    key = tenant_services.api_key_create(
-        organization=alice.org, actor=alice.principal, name="ci", scopes=["graph:write", "memories:read"],
-        project=alice.project,
-    )[1]  # fmt: skip
-    env = {
-        "MEMORYSAAS_URL": server["url"],
-        "MEMORYSAAS_KEY": key,
-        "MEMORYSAAS_PROJECT": str(alice.project.id),
-    }
+    env = key_env(server["url"], alice, ["graph:write", "memories:read"])
     repo = tmp_path / "repo"
     (repo / "shop").mkdir(parents=True)
     (repo / "shop" / "models.py").write_text("class Order:\n    pass\n")
@@ -100,8 +86,8 @@ def test_index_sends_the_whole_tree_then_only_what_changed(server, home, tmp_pat
     )
     (repo / "logo.png").write_bytes(b"\x89PNG\0\0binary")
     git(repo, "init", "-q")
-    git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
-    git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "first")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "first")
 
     full = run(home, "index", cwd=repo, env=env)
     assert full.returncode == 0, full.stderr

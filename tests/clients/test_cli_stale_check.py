@@ -3,32 +3,14 @@ daphne on the test database, reports the files changed since the commit memories
 
 from __future__ import annotations
 
-import subprocess
-
 from apps.memories.models import Memory
 from apps.memories.services import memory_create
 from apps.memories.validation import MemoryDraft
-from apps.tenants import services as tenant_services
-from tests.clients.cli import run
-
-
-def git(repo, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo, check=True, capture_output=True
-    )
-    return done.stdout.decode().strip()
+from tests.clients.cli import git, key_env, run
 
 
 def test_stale_check_marks_the_memories_about_files_changed_since_their_commit(server, home, tmp_path, alice):
-    key = tenant_services.api_key_create(
-        organization=alice.org, actor=alice.principal, name="ci", scopes=["observer:write", "memories:read"],
-        project=alice.project,
-    )[1]  # fmt: skip
-    env = {
-        "MEMORYSAAS_URL": server["url"],
-        "MEMORYSAAS_KEY": key,
-        "MEMORYSAAS_PROJECT": str(alice.project.id),
-    }
+    env = key_env(server["url"], alice, ["observer:write", "memories:read"])
     repo = tmp_path / "repo"
     (repo / "shop").mkdir(parents=True)
     (repo / "shop" / "models.py").write_text("class Order:\n    pass\n")
