@@ -72,3 +72,8 @@ leave_form_bodies_to_django()
 from apps.memories.embedding.precision import warm_in_background  # noqa: E402
 
 warm_in_background()
+
+# What the process made at its start lives as long as it does: out of the collector's full passes.
+from memorysaas.kernel.heap import freeze_long_lived  # noqa: E402
+
+freeze_long_lived()

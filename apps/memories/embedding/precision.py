@@ -253,6 +253,7 @@ def warm_in_background() -> threading.Thread | None:
 
     def warm() -> None:
         from apps.memories.embedding.providers import LocalMiniLM
+        from memorysaas.kernel.heap import freeze_long_lived
 
         try:
             LocalMiniLM().embed(["warm up"])
@@ -260,6 +261,7 @@ def warm_in_background() -> threading.Thread | None:
                 _QUERIES.embed(["warm up"])
         except Exception:  # (each failure is logged where it happens; searches go on without)
             logger.warning("warming the local models failed", exc_info=True)
+        freeze_long_lived()  # (the models' objects too, now that they exist)
 
     # Not a daemon: a process that exits while the models load waits for them, because the
     # interpreter tearing down under ONNX Runtime's native code aborts the process instead
