@@ -80,6 +80,19 @@ class RequestContextMiddleware:
             requestid.current.reset(token)
 
 
+class SynchronousChainMiddleware:
+    """Innermost, and synchronous only, so that Django runs the whole chain above it on the
+    request's one thread. Under ASGI, Django otherwise runs each async-capable middleware on the
+    event loop, and that middleware's every process_request and process_response hops to a
+    thread and back: about ten hops a request, most of an authenticated no-op's time."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+
 class RequestSizeLimitMiddleware:
     """Refuses an oversized body from its Content-Length, before anything reads it."""
 

@@ -61,6 +61,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "memorysaas.middleware.SynchronousChainMiddleware",  # (innermost: see its docstring)
 ]
 
 ROOT_URLCONF = "memorysaas.urls"
