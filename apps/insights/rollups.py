@@ -126,6 +126,27 @@ def _locked_cursor() -> RollupCursor:
     return cursor
 
 
+@dataclass
+class _Sums:
+    """One day's figures for one group: sessions, and per metric [n, sum, sum of squares]."""
+
+    sessions: int = 0
+    sums: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, values: dict[str, Any]) -> None:
+        """Add one session, from its metrics fields."""
+        contributions = metrics.contributions(values)
+        self.merge(1, {name: [n, value, value * value] for name, (n, value) in contributions.items()})
+
+    def merge(self, sessions: int, sums: dict[str, list[float]]) -> None:
+        self.sessions += sessions
+        for name, (n, total, squares) in sums.items():
+            acc = self.sums.setdefault(name, [0.0, 0.0, 0.0])
+            acc[0] += n
+            acc[1] += total
+            acc[2] += squares
+
+
 def _store_metrics(rows: list[tuple]) -> dict[tuple, _Sums]:
     """Insert the sessions' metrics rows; returns their figures summed by the (organization,
     project, period, day, group) they fall on."""
@@ -161,30 +182,6 @@ def _store_metrics(rows: list[tuple]) -> dict[tuple, _Sums]:
         added[(org_id, project_id, period_id, day, group)].add(values)
     SessionMetrics.objects.bulk_create(objects, batch_size=1000)
     return added
-
-
-@dataclass
-class _Sums:
-    """One day's figures for one group: sessions, and per metric [n, sum, sum of squares]."""
-
-    sessions: int = 0
-    sums: dict[str, list[float]] = field(default_factory=dict)
-
-    def add(self, values: dict[str, Any]) -> None:
-        self.sessions += 1
-        for name, (n, value) in metrics.contributions(values).items():
-            acc = self.sums.setdefault(name, [0.0, 0.0, 0.0])
-            acc[0] += n
-            acc[1] += value
-            acc[2] += value * value
-
-    def merge(self, sessions: int, sums: dict[str, list[float]]) -> None:
-        self.sessions += sessions
-        for name, (n, total, squares) in sums.items():
-            acc = self.sums.setdefault(name, [0.0, 0.0, 0.0])
-            acc[0] += n
-            acc[1] += total
-            acc[2] += squares
 
 
 def _add_to_days(added: dict[tuple, _Sums]) -> int:
