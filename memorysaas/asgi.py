@@ -13,24 +13,18 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from memorysaas.admission import AdmissionMiddleware  # noqa: E402
+from memorysaas.consumers import bearer_token  # noqa: E402
 from memorysaas.routing import websocket_urlpatterns  # noqa: E402
 
 sockets = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
 checked_origin = AllowedHostsOriginValidator(sockets)
 
 
-def _has_bearer(scope) -> bool:
-    return any(
-        name == b"authorization" and value[:7].lower() == b"bearer "
-        for name, value in scope.get("headers", [])
-    )
-
-
 async def websocket(scope, receive, send):
     """The Origin check guards sockets that a browser authenticates with its cookies (another
     site's page could open one); a browser cannot send an Authorization header on a websocket,
     so a client that does (an agent, a CLI, with an API key) is not held to an Origin."""
-    app = sockets if _has_bearer(scope) else checked_origin
+    app = sockets if bearer_token(scope) is not None else checked_origin
     return await app(scope, receive, send)
 
 

@@ -34,7 +34,9 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_RATE_LIMITED = 4429
 
 
-def _bearer(scope) -> str | None:
+def bearer_token(scope) -> str | None:
+    """The key an `Authorization: Bearer` header carries ("" when it carries none), or None
+    without such a header (a browser cannot send one on a websocket)."""
     for name, value in scope.get("headers", []):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
@@ -43,14 +45,20 @@ def _bearer(scope) -> str | None:
 
 
 @database_sync_to_async
-def _principal(scope):
-    """The caller, or None; ApiError 429 when its address has presented too many failing keys.
-    A key is checked by the API's own authentication, so a key guessed over a socket spends the
-    same failed-authentication budget as one guessed over HTTP."""
+def _principal(scope, *, connecting: bool = False):
+    """The caller, or None. A key presented to connect is checked by the API's own
+    authentication, so a key guessed over a socket spends the same failed-authentication budget
+    as one guessed over HTTP (ApiError 429 once the address has none left); an open socket's key
+    checked again is only looked up (it was no guess, and its address may since be locked out)."""
     from apps.tenants.auth import principal_auth
     from apps.tenants.principal import Principal
+    from apps.tenants.services import api_key_authenticate
 
-    if _bearer(scope) is not None:
+    raw = bearer_token(scope)
+    if raw is not None and not connecting:
+        api_key = api_key_authenticate(raw)
+        return Principal.for_api_key(api_key) if api_key is not None else None
+    if raw is not None:
         try:
             return principal_auth(ASGIRequest({**scope, "method": "GET"}, io.BytesIO()))
         except ApiError as error:
@@ -82,7 +90,7 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         try:
-            principal = await _principal(self.scope)
+            principal = await _principal(self.scope, connecting=True)
         except ApiError:  # (its address is locked out: no key it sends is looked at)
             await self.close(code=CLOSE_RATE_LIMITED)
             return
@@ -129,7 +137,7 @@ class ProjectConsumer(AsyncJsonWebsocketConsumer):
         """Someone lost access in the organization (realtime.access_changed): is it this caller?
         A browser's user is read again from its session (as a request would): the one resolved
         when the socket opened would outlive a password change or a deactivation."""
-        if "user" in self.scope and _bearer(self.scope) is None:
+        if "user" in self.scope and bearer_token(self.scope) is None:
             self.scope["user"] = await get_user(self.scope)
         principal = await _principal(self.scope)
         project_id = self.scope["url_route"]["kwargs"]["project_id"]

@@ -518,3 +518,33 @@ async def _keys_guessed_over_a_socket_spend_the_budget(alice, settings):
     )
     assert response.status_code == 429
     assert await attempt(alice.key, (b"x-forwarded-for", b"198.51.100.7")) is None
+
+
+def test_checking_an_open_sockets_revoked_key_again_spends_no_failed_authentication_budget(
+    alice, person_with_role, settings
+):
+    async_to_sync(_rechecking_a_revoked_key_spends_no_budget)(alice, person_with_role, settings)
+
+
+async def _rechecking_a_revoked_key_spends_no_budget(alice, person_with_role, settings):
+    from apps.tenants import services
+    from apps.tenants.roles import Role
+
+    settings.RATE_LIMIT_ENABLED, settings.RATE_LIMIT_STORE = True, "postgres"
+    settings.RATE_LIMIT_FAILED_AUTH_BURST, settings.RATE_LIMIT_FAILED_AUTH_PER_MINUTE = 1, 1
+    viewer = await sync_to_async(person_with_role)(Role.VIEWER)
+    address = (b"x-forwarded-for", b"203.0.113.67")
+
+    async def connect(key: str):
+        communicator = _communicator(alice.project.id, (b"authorization", f"Bearer {key}".encode()), address)
+        communicator.scope["client"] = ("127.0.0.1", 50000)
+        return communicator, *(await communicator.connect())
+
+    socket, connected, _ = await connect(viewer.key)
+    assert connected and (await socket.receive_json_from())["event"] == "hello"
+    await sync_to_async(lambda: services.api_key_revoke(api_key=viewer.api_key, actor=alice.principal))()
+    assert (await socket.receive_output())["type"] == "websocket.close"
+    # The recheck that closed it was no failed guess: the address's one failure is still unspent.
+    other, connected, _ = await connect(alice.key)
+    assert connected
+    await other.disconnect()
