@@ -14,13 +14,19 @@ from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
 from memorysaas.kernel import requestid
-from memorysaas.kernel.errors import DATABASE_RETRY_AFTER_SECONDS, DATABASE_UNAVAILABLE
+from memorysaas.kernel.errors import (
+    DATABASE_RETRY_AFTER_SECONDS,
+    DATABASE_UNAVAILABLE,
+    database_unavailable_noted,
+)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """Django's handler500: called while the request's exception is being handled."""
     context = {"request_id": requestid.current.get(), "retry_after": DATABASE_RETRY_AFTER_SECONDS}
-    if isinstance(sys.exc_info()[1], DATABASE_UNAVAILABLE):
+    exc = sys.exc_info()[1]
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        database_unavailable_noted(request, exc)
         response = HttpResponse(render_to_string("503.html", context), status=503)
         response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
         return response

@@ -112,9 +112,14 @@ DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 DATABASE_RETRY_AFTER_SECONDS = 2
 
 
-def database_unavailable_response(request: HttpRequest, exc: Exception) -> JsonResponse:
+def database_unavailable_noted(request: HttpRequest, exc: Exception) -> None:
+    """Log it, and have the pool check its idle connections (they likely died with this one)."""
     logger.warning("Database unavailable on %s %s: %s", request.method, request.path, exc)
-    dbpool.sweep_soon()  # (the pool's other idle connections likely died with this one)
+    dbpool.sweep_soon()
+
+
+def database_unavailable_response(request: HttpRequest, exc: Exception) -> JsonResponse:
+    database_unavailable_noted(request, exc)
     response = error_response(503, "The database cannot be reached right now; try again in a moment.")
     response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
     return response
